@@ -1,0 +1,116 @@
+// lib common: helpers shared by every StitchCUDA kernel (torch-free; CUDA runtime only).
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#define STITCH_FULL_MASK 0xffffffffu
+
+// SM count of the current device, cached per device; 132 (H200) if the query fails.
+static inline int stitch_sm_count() {
+  static int cached[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  if (cached[dev] == 0) {
+    int value = 0;
+    if (cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || value <= 0) {
+      (void)cudaGetLastError();
+      value = 132;
+    }
+    cached[dev] = value;
+  }
+  return cached[dev];
+}
+
+// Blocks for a grid-stride loop over `work` items: enough to fill the GPU, never more than needed.
+static inline unsigned stitch_grid(int64_t work, int threads, int blocks_per_sm) {
+  int64_t blocks = (work + threads - 1) / threads;
+  const int64_t cap = (int64_t)stitch_sm_count() * blocks_per_sm;
+  if (blocks > cap) blocks = cap;
+  if (blocks < 1) blocks = 1;
+  return (unsigned)blocks;
+}
+
+static inline bool stitch_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Index into a broadcast operand: element e of the output reads operand[(e / inner) % count].
+__device__ __forceinline__ int64_t stitch_bidx(int64_t e, int64_t inner, int64_t count) {
+  if (((uint64_t)e | (uint64_t)inner | (uint64_t)count) >> 32 == 0) {
+    return (int64_t)(((uint32_t)e / (uint32_t)inner) % (uint32_t)count);
+  }
+  return (e / inner) % count;
+}
+
+__device__ __forceinline__ void stitch_ld4(const float* p, float v[4]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}
+
+__device__ __forceinline__ void stitch_st4(float* p, const float v[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+// Four consecutive elements e..e+3 (e a multiple of 4) of a broadcast operand.
+__device__ __forceinline__ void stitch_bload4(const float* p, int64_t e, int64_t inner, int64_t count, float v[4]) {
+  if (count == 1) {
+    const float s = p[0];
+    v[0] = s; v[1] = s; v[2] = s; v[3] = s;
+  } else if ((inner & 3) == 0) {  // the four elements share one operand value
+    const float s = p[stitch_bidx(e, inner, count)];
+    v[0] = s; v[1] = s; v[2] = s; v[3] = s;
+  } else if (inner == 1 && (count & 3) == 0 && stitch_aligned16(p)) {
+    stitch_ld4(p + (e % count), v);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = p[stitch_bidx(e + k, inner, count)];
+  }
+}
+
+// NaN-propagating max/min and clamp, matching PyTorch.
+__device__ __forceinline__ float stitch_max(float a, float b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ float stitch_min(float a, float b) { return (a != a || a < b) ? a : b; }
+__device__ __forceinline__ float stitch_clamp(float a, float lo, float hi) { return a < lo ? lo : (a > hi ? hi : a); }
+
+struct StitchSumOp {
+  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct StitchMaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return stitch_max(a, b); }
+};
+struct StitchMinOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return stitch_min(a, b); }
+};
+
+template <class T, class Op>
+__device__ __forceinline__ T stitch_warp_reduce(T v, Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(STITCH_FULL_MASK, v, offset));
+  return v;
+}
+
+// Reduce over the whole block (blockDim.x a multiple of 32); every thread gets the result.
+// `shared` holds 32 values; consecutive calls may reuse it.
+template <class T, class Op>
+__device__ __forceinline__ T stitch_block_reduce(T v, Op op, T identity, T* shared) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  v = stitch_warp_reduce(v, op);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < warps ? shared[lane] : identity;
+    w = stitch_warp_reduce(w, op);
+    if (lane == 0) shared[0] = w;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+// Epilogue that leaves values unchanged.
+struct StitchNoEpi {
+  __device__ __forceinline__ float apply(float v, int64_t) const { return v; }
+};

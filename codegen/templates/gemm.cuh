@@ -1,0 +1,189 @@
+// lib gemm: fp32 GEMM through cuBLASLt (CUBLAS_COMPUTE_32F: no TF32, so results stay within 1e-4 of
+// PyTorch's fp32 matmul). Column-major semantics, as cuBLAS:
+//   D = act(alpha * op(A) @ op(B) + beta * C + bias)   (C and D share a layout; bias has m entries)
+// act: 0 none, 1 relu. Plans (descriptors + heuristic choice) are cached per shape/alignment, so a
+// call costs one cublasLtMatmul after the first. When no algorithm supports the fused epilogue the
+// matmul runs without it and a small kernel of ours adds the bias / applies the relu.
+#include <cublasLt.h>
+
+#define STITCH_GEMM_WORKSPACE (32u << 20)
+#define STITCH_GEMM_PLANS 64
+#define STITCH_CUBLAS_ERROR(status) (10000 + (int)(status))
+
+struct StitchGemmPlan {
+  bool used;
+  int64_t key[20];
+  bool fused_epilogue;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulHeuristicResult_t heuristic;
+};
+
+static cublasLtHandle_t stitch_lt_handle(cublasStatus_t* status) {
+  static cublasLtHandle_t handle = nullptr;
+  *status = CUBLAS_STATUS_SUCCESS;
+  if (handle == nullptr) *status = cublasLtCreate(&handle);
+  return handle;
+}
+
+static void* stitch_lt_workspace(int device) {
+  static void* workspace[64] = {nullptr};
+  if (device < 0 || device >= 64) return nullptr;
+  if (workspace[device] == nullptr && cudaMalloc(&workspace[device], STITCH_GEMM_WORKSPACE) != cudaSuccess) {
+    (void)cudaGetLastError();
+    workspace[device] = nullptr;
+  }
+  return workspace[device];
+}
+
+static uint32_t stitch_alignment(const void* p) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 4 && (v % a) != 0) a >>= 1;
+  return a;
+}
+
+static cublasStatus_t stitch_layout(cublasLtMatrixLayout_t* layout, uint64_t rows, uint64_t cols, int64_t ld,
+                                    int64_t batch, int64_t stride) {
+  cublasStatus_t st = cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, rows, cols, ld);
+  if (st != CUBLAS_STATUS_SUCCESS || batch <= 1) return st;
+  const int32_t count = (int32_t)batch;
+  st = cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  return cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+}
+
+static cublasStatus_t stitch_heuristic(cublasLtHandle_t handle, StitchGemmPlan* plan, const uint32_t align[4],
+                                       int* found) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  const uint64_t ws = STITCH_GEMM_WORKSPACE;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[0], sizeof(uint32_t));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[1], sizeof(uint32_t));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2], sizeof(uint32_t));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[3], sizeof(uint32_t));
+  *found = 0;
+  st = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &plan->heuristic,
+                                      found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  return st;
+}
+
+static void stitch_plan_release(StitchGemmPlan* plan) {
+  if (plan->op) cublasLtMatmulDescDestroy(plan->op);
+  if (plan->a) cublasLtMatrixLayoutDestroy(plan->a);
+  if (plan->b) cublasLtMatrixLayoutDestroy(plan->b);
+  if (plan->c) cublasLtMatrixLayoutDestroy(plan->c);
+  plan->op = nullptr;
+  plan->a = plan->b = plan->c = nullptr;
+  plan->used = false;
+}
+
+static cublasStatus_t stitch_plan_build(cublasLtHandle_t handle, StitchGemmPlan* plan, int64_t m, int64_t n, int64_t k,
+                                        int64_t lda, int64_t ldb, int64_t ldc, int transa, int transb, int64_t batch,
+                                        int64_t sa, int64_t sb, int64_t sc, int epilogue, const uint32_t align[4]) {
+  cublasStatus_t st = cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  const cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  st = stitch_layout(&plan->a, transa ? k : m, transa ? m : k, lda, batch, sa);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  st = stitch_layout(&plan->b, transb ? n : k, transb ? k : n, ldb, batch, sb);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  st = stitch_layout(&plan->c, m, n, ldc, batch, sc);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  int found = 0;
+  plan->fused_epilogue = false;
+  if (epilogue != (int)CUBLASLT_EPILOGUE_DEFAULT) {
+    const cublasLtEpilogue_t epi = (cublasLtEpilogue_t)epilogue;
+    cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+    st = stitch_heuristic(handle, plan, align, &found);
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+      plan->fused_epilogue = true;
+      return st;
+    }
+    const cublasLtEpilogue_t plain = CUBLASLT_EPILOGUE_DEFAULT;  // fall back: our kernel does the epilogue
+    cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &plain, sizeof(plain));
+  }
+  st = stitch_heuristic(handle, plan, align, &found);
+  if (st == CUBLAS_STATUS_SUCCESS && found == 0) st = CUBLAS_STATUS_NOT_SUPPORTED;
+  return st;
+}
+
+// Adds bias[i] to column-major D (m x n, ldc) and applies the activation: the epilogue fallback.
+__global__ void stitch_bias_act_kernel(float* d, const float* bias, int64_t m, int64_t n, int64_t ldc, int act) {
+  const int64_t total = m * n;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t i = e % m;
+    const int64_t j = e / m;
+    float v = d[j * ldc + i];
+    if (bias != nullptr) v += bias[i];
+    if (act == 1) v = v < 0.f ? 0.f : v;
+    d[j * ldc + i] = v;
+  }
+}
+
+extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float* D, const float* bias, int64_t m,
+                           int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc, int transa, int transb,
+                           int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha, float beta, int act,
+                           cudaStream_t stream) {
+  static StitchGemmPlan plans[STITCH_GEMM_PLANS];
+  static int next_slot = 0;
+  if (m <= 0 || n <= 0 || batch <= 0) return (int)cudaGetLastError();
+  if (batch > 2147483647LL) return (int)cudaErrorInvalidValue;
+  if (bias != nullptr && batch > 1) return (int)cudaErrorInvalidValue;
+  cublasStatus_t st;
+  cublasLtHandle_t handle = stitch_lt_handle(&st);
+  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return (int)cudaGetLastError();
+  void* workspace = stitch_lt_workspace(device);
+  if (workspace == nullptr) return (int)cudaErrorMemoryAllocation;
+  if (beta == 0.f) C = D;
+  int epilogue = (int)CUBLASLT_EPILOGUE_DEFAULT;
+  if (bias != nullptr) epilogue = act == 1 ? (int)CUBLASLT_EPILOGUE_RELU_BIAS : (int)CUBLASLT_EPILOGUE_BIAS;
+  else if (act == 1) epilogue = (int)CUBLASLT_EPILOGUE_RELU;
+  const uint32_t align[4] = {stitch_alignment(A), stitch_alignment(B), stitch_alignment(C), stitch_alignment(D)};
+  const int64_t key[20] = {m, n, k, lda, ldb, ldc, transa, transb, batch, sa, sb, sc, epilogue, align[0], align[1],
+                           align[2], align[3], device, 0, 0};
+  StitchGemmPlan* plan = nullptr;
+  for (int i = 0; i < STITCH_GEMM_PLANS && plan == nullptr; ++i) {
+    if (plans[i].used) {
+      bool same = true;
+      for (int j = 0; j < 20 && same; ++j) same = plans[i].key[j] == key[j];
+      if (same) plan = &plans[i];
+    }
+  }
+  if (plan == nullptr) {
+    plan = &plans[next_slot];
+    next_slot = (next_slot + 1) % STITCH_GEMM_PLANS;
+    if (plan->used) stitch_plan_release(plan);
+    *plan = StitchGemmPlan();
+    st = stitch_plan_build(handle, plan, m, n, k, lda, ldb, ldc, transa, transb, batch, sa, sb, sc, epilogue, align);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      plan->used = true;  // release what was created, keep nothing
+      stitch_plan_release(plan);
+      return STITCH_CUBLAS_ERROR(st);
+    }
+    for (int j = 0; j < 20; ++j) plan->key[j] = key[j];
+    plan->used = true;
+  }
+  if (plan->fused_epilogue && bias != nullptr) {
+    st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
+  }
+  st = cublasLtMatmul(handle, plan->op, &alpha, A, plan->a, B, plan->b, &beta, C, plan->c, D, plan->c,
+                      &plan->heuristic.algo, workspace, plan->heuristic.workspaceSize, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
+  if (!plan->fused_epilogue && (bias != nullptr || act == 1)) {
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      stitch_bias_act_kernel<<<stitch_grid(m * n, 256, 8), 256, 0, stream>>>(D + bi * sc, bias, m, n, ldc, act);
+    }
+  }
+  return (int)cudaGetLastError();
+}

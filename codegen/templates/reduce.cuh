@@ -1,0 +1,98 @@
+// lib reduce: sum / mean / amax / amin of a [outer, R, inner] row-major view over R.
+// OP: 0 sum (times `scale`: 1 for sum, 1/R for mean), 1 max, 2 min. Pro::load(e) reads input element e;
+// Epi::apply(v, o) transforms output element o.
+
+template <int OP>
+__device__ __forceinline__ float stitch_reduce_identity() {
+  return OP == 0 ? 0.f : (OP == 1 ? -INFINITY : INFINITY);
+}
+
+template <int OP>
+__device__ __forceinline__ float stitch_reduce_op(float a, float b) {
+  return OP == 0 ? a + b : (OP == 1 ? stitch_max(a, b) : stitch_min(a, b));
+}
+
+template <int OP>
+struct StitchReduceOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return stitch_reduce_op<OP>(a, b); }
+};
+
+template <int OP>
+__device__ __forceinline__ float stitch_reduce_finish(float acc, float scale) {
+  return OP == 0 ? acc * scale : acc;
+}
+
+// inner == 1, short rows: one warp per row.
+template <int OP, class Pro, class Epi>
+__global__ void stitch_reduce_warp_kernel(Pro pro, Epi epi, float* y, int64_t rows, int64_t cols, float scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  const int64_t stride = (int64_t)gridDim.x * warps;
+  for (int64_t row = (int64_t)blockIdx.x * warps + (threadIdx.x >> 5); row < rows; row += stride) {
+    const int64_t base = row * cols;
+    float acc = stitch_reduce_identity<OP>();
+    for (int64_t c = lane; c < cols; c += 32) acc = stitch_reduce_op<OP>(acc, pro.load(base + c));
+    acc = stitch_warp_reduce(acc, StitchReduceOp<OP>());
+    if (lane == 0) y[row] = epi.apply(stitch_reduce_finish<OP>(acc, scale), row);
+  }
+}
+
+// inner == 1, long rows: one block per row.
+template <int OP, class Pro, class Epi>
+__global__ void stitch_reduce_block_kernel(Pro pro, Epi epi, float* y, int64_t rows, int64_t cols, float scale) {
+  __shared__ float red[32];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * cols;
+    float acc = stitch_reduce_identity<OP>();
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) acc = stitch_reduce_op<OP>(acc, pro.load(base + c));
+    acc = stitch_block_reduce(acc, StitchReduceOp<OP>(), stitch_reduce_identity<OP>(), red);
+    if (threadIdx.x == 0) y[row] = epi.apply(stitch_reduce_finish<OP>(acc, scale), row);
+  }
+}
+
+// inner > 1: 32 columns per block in x, 8 threads in y share each column's R elements.
+template <int OP, class Pro, class Epi>
+__global__ void stitch_reduce_cols_kernel(Pro pro, Epi epi, float* y, int64_t outer, int64_t R, int64_t inner,
+                                          float scale) {
+  __shared__ float part[8][33];
+  const int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    float acc = stitch_reduce_identity<OP>();
+    if (i < inner) {
+      for (int64_t r = threadIdx.y; r < R; r += 8) acc = stitch_reduce_op<OP>(acc, pro.load((o * R + r) * inner + i));
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < inner) {
+      float total = part[0][threadIdx.x];
+#pragma unroll
+      for (int k = 1; k < 8; ++k) total = stitch_reduce_op<OP>(total, part[k][threadIdx.x]);
+      y[o * inner + i] = epi.apply(stitch_reduce_finish<OP>(total, scale), o * inner + i);
+    }
+    __syncthreads();
+  }
+}
+
+template <int OP, class Pro, class Epi>
+static int stitch_reduce_run(const Pro& pro, const Epi& epi, float* y, int64_t outer, int64_t R, int64_t inner,
+                             float scale, cudaStream_t stream) {
+  if (outer <= 0 || inner <= 0) return (int)cudaGetLastError();
+  if (inner == 1) {
+    if (R >= 4096) {
+      const int threads = R >= 32768 ? 1024 : 256;
+      stitch_reduce_block_kernel<OP, Pro, Epi><<<stitch_grid(outer, 1, 64), threads, 0, stream>>>(pro, epi, y, outer, R,
+                                                                                                  scale);
+    } else {
+      stitch_reduce_warp_kernel<OP, Pro, Epi><<<stitch_grid(outer, 8, 8), 256, 0, stream>>>(pro, epi, y, outer, R,
+                                                                                            scale);
+    }
+    return (int)cudaGetLastError();
+  }
+  const int64_t tiles = (inner + 31) / 32;
+  if (tiles > 2147483647LL) return (int)cudaErrorInvalidValue;
+  const int64_t gy = outer < 65535 ? outer : 65535;
+  dim3 grid((unsigned)tiles, (unsigned)gy);
+  dim3 block(32, 8);
+  stitch_reduce_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, y, outer, R, inner, scale);
+  return (int)cudaGetLastError();
+}

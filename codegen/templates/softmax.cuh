@@ -1,0 +1,164 @@
+// lib softmax: softmax / log_softmax over the last dim of a [rows, cols] row-major view.
+// Pro::load(e) gives the (prologue-transformed) input at flat index e; when `saved` is not null the
+// loaded values are also written there (a fused prologue whose result is needed elsewhere).
+
+// One warp per row, the row held in registers (cols <= 32 * VPT).
+template <int VPT, bool LOG, class Pro, class Epi>
+__global__ void stitch_softmax_warp_kernel(Pro pro, Epi epi, float* y, float* saved, int64_t rows, int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  const int64_t stride = (int64_t)gridDim.x * warps;
+  for (int64_t row = (int64_t)blockIdx.x * warps + (threadIdx.x >> 5); row < rows; row += stride) {
+    const int64_t base = row * cols;
+    float v[VPT];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < cols) {
+        const float t = pro.load(base + c);
+        if (saved != nullptr) saved[base + c] = t;
+        v[i] = t;
+        m = stitch_max(m, t);
+      } else {
+        v[i] = -INFINITY;
+      }
+    }
+    m = stitch_warp_reduce(m, StitchMaxOp());
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < cols) {
+        const float ex = expf(v[i] - m);
+        if (LOG) {
+          v[i] = v[i] - m;
+        } else {
+          v[i] = ex;
+        }
+        s += ex;
+      }
+    }
+    s = stitch_warp_reduce(s, StitchSumOp());
+    const float log_s = LOG ? logf(s) : 0.f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < cols) {
+        const float out = LOG ? v[i] - log_s : v[i] / s;
+        y[base + c] = epi.apply(out, base + c);
+      }
+    }
+  }
+}
+
+// Running (max, sum of exp) pair, merged so that -inf maxima never produce NaN.
+__device__ __forceinline__ void stitch_ms_merge(float& m, float& s, float m2, float s2) {
+  const float mn = fmaxf(m, m2);
+  if (mn == -INFINITY) {
+    m = mn;
+    s = 0.f;
+    return;
+  }
+  s = s * expf(m - mn) + s2 * expf(m2 - mn);
+  m = mn;
+}
+
+// One block per row. CACHE keeps the row in dynamic shared memory (cols floats), so the input is
+// read once; otherwise an online (max, sum) pass is followed by a second read.
+template <bool LOG, bool CACHE, class Pro, class Epi>
+__global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* saved, int64_t rows, int64_t cols) {
+  extern __shared__ float stitch_row_cache[];
+  __shared__ float red_m[32];
+  __shared__ float red_s[32];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * cols;
+    float m = -INFINITY;
+    float s = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float t = pro.load(base + c);
+      if (saved != nullptr) saved[base + c] = t;
+      if (CACHE) stitch_row_cache[c] = t;
+      if (t > m) {
+        s = s * expf(m - t) + 1.f;
+        m = t;
+      } else if (t != -INFINITY) {
+        s += expf(t - m);
+      }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float m2 = __shfl_xor_sync(STITCH_FULL_MASK, m, offset);
+      const float s2 = __shfl_xor_sync(STITCH_FULL_MASK, s, offset);
+      stitch_ms_merge(m, s, m2, s2);
+    }
+    __syncthreads();
+    if (lane == 0) {
+      red_m[warp] = m;
+      red_s[warp] = s;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      m = lane < warps ? red_m[lane] : -INFINITY;
+      s = lane < warps ? red_s[lane] : 0.f;
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        const float m2 = __shfl_xor_sync(STITCH_FULL_MASK, m, offset);
+        const float s2 = __shfl_xor_sync(STITCH_FULL_MASK, s, offset);
+        stitch_ms_merge(m, s, m2, s2);
+      }
+      if (lane == 0) {
+        red_m[0] = m;
+        red_s[0] = s;
+      }
+    }
+    __syncthreads();
+    m = red_m[0];
+    s = red_s[0];
+    const float log_s = LOG ? logf(s) : 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float t = CACHE ? stitch_row_cache[c] : pro.load(base + c);
+      const float out = LOG ? (t - m) - log_s : expf(t - m) / s;
+      y[base + c] = epi.apply(out, base + c);
+    }
+    __syncthreads();  // the next row overwrites the cache and the reduction slots
+  }
+}
+
+#define STITCH_SOFTMAX_CACHE_FLOATS 12288  // 48 KiB of dynamic shared memory, no opt-in needed
+
+template <bool LOG, class Pro, class Epi>
+static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* saved, int64_t rows, int64_t cols,
+                              cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return (int)cudaGetLastError();
+  if (cols <= 1024) {
+    const int threads = 128;  // four rows per block
+    const unsigned grid = stitch_grid(rows, 4, 32);
+    if (cols <= 32) {
+      stitch_softmax_warp_kernel<1, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+    } else if (cols <= 64) {
+      stitch_softmax_warp_kernel<2, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+    } else if (cols <= 128) {
+      stitch_softmax_warp_kernel<4, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+    } else if (cols <= 256) {
+      stitch_softmax_warp_kernel<8, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+    } else if (cols <= 512) {
+      stitch_softmax_warp_kernel<16, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+    } else {
+      stitch_softmax_warp_kernel<32, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+    }
+    return (int)cudaGetLastError();
+  }
+  const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
+  const unsigned grid = stitch_grid(rows, 1, 64);
+  if (cols <= STITCH_SOFTMAX_CACHE_FLOATS) {
+    const size_t smem = (size_t)cols * sizeof(float);
+    stitch_softmax_block_kernel<LOG, true, Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, y, saved, rows, cols);
+  } else {
+    stitch_softmax_block_kernel<LOG, false, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+  }
+  return (int)cudaGetLastError();
+}

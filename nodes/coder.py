@@ -1,0 +1,81 @@
+"""Coder node: skill 1 writes a program from the plan; skill 2 fixes or optimises from feedback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from graph.artifacts import Candidate, Feedback, Plan, Task
+from graph.context import Context
+from graph.policy import PolicyOutputError, PolicyUnavailableError, get_policy
+from graph.state import State
+from nodes.timing import charged
+
+
+def _previous(state: State, mode: str) -> Candidate:
+    """Fix the program that just failed; optimise the best verified one."""
+    if mode == "optimize" and state.get("best"):
+        return Candidate.model_validate(state["best"]["candidate"])
+    return Candidate.model_validate(state["candidate"])
+
+
+@charged
+def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Ask the policy for the next program; an unusable answer becomes parse-error feedback."""
+    context = runtime.context
+    policy = get_policy(context)
+    task = Task.model_validate(state["task"])
+    plan = Plan.model_validate(state["plan"])
+    mode = state.get("coder_mode", "write")
+    iteration = state.get("iteration", 0) + 1
+    update: dict[str, Any] = {"iteration": iteration}
+    if mode == "optimize":
+        update["optimize_rounds"] = state.get("optimize_rounds", 0) + 1
+    try:
+        if mode == "write" or not state.get("candidate"):
+            candidate = policy.write(task, plan, iteration)
+        else:
+            feedback = Feedback.model_validate(state["feedback"])
+            candidate = policy.revise(task, plan, _previous(state, mode), feedback, mode, iteration)
+    except PolicyUnavailableError as exc:
+        return update | {
+            "coder_outcome": "policy_unavailable",
+            "status": "failed",
+            "status_reason": f"the coder is unavailable: {exc}",
+            "log": [f"coder: turn {iteration} ({mode}) could not ask the policy: {exc}"],
+        }
+    except PolicyOutputError as exc:
+        evidence = getattr(exc, "feedback", None)
+        feedback = (
+            evidence()
+            if callable(evidence)
+            else Feedback(
+                kind="parse_error",
+                summary=f"the {mode} answer could not be used: {exc}",
+                suggestions=["answer with one complete Python program defining ModelNew"],
+            )
+        )
+        update |= {
+            "coder_outcome": "policy_error",
+            "coder_mode": mode if state.get("candidate") else "write",
+            "fix_streak": state.get("fix_streak", 0) + 1,
+            "feedback": feedback.dump(),
+            "log": [f"coder: turn {iteration} ({mode}) produced no usable program: {exc}"],
+        }
+        return update
+
+    best = state.get("best")
+    if mode == "optimize" and best and candidate.source == best["candidate"]["source"]:
+        return update | {
+            "coder_outcome": "unchanged",
+            "log": [f"coder: turn {iteration} (optimize): {candidate.summary or 'nothing new to try'}"],
+        }
+    return update | {
+        "candidate": candidate.dump(),
+        "coder_outcome": "candidate",
+        "build": None,
+        "test": None,
+        "profile": None,
+        "log": [f"coder: turn {iteration} ({mode}) wrote candidate {candidate.id}: {candidate.summary}"],
+    }

@@ -1,0 +1,1 @@
+"""LLM prompt templates (text files read by nodes/llm/prompting.py)."""

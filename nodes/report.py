@@ -1,0 +1,92 @@
+"""The run's report: one dict (report.json) and its Markdown rendering (report.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.state import State
+
+
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def build_report(state: State, status: str, reason: str, policy: str) -> dict[str, Any]:
+    """Everything a reader needs about the run, as plain data."""
+    best = state.get("best") or {}
+    best_test = best.get("test") or {}
+    best_build = best.get("build") or state.get("build") or {}
+    plan = state.get("plan") or {}
+    task = state.get("task") or {}
+    shown = best.get("candidate") or state.get("candidate") or {}
+    profile = state.get("profile") or {}
+    return {
+        "problem": task.get("name") or state.get("problem_name") or state.get("problem_path"),
+        "status": status,
+        "status_reason": reason,
+        "policy": policy,
+        "device": best_test.get("device") or (state.get("test") or {}).get("device", ""),
+        "speedup_vs_eager": best_test.get("speedup_vs_eager"),
+        "eager_ms": best_test.get("eager_ms"),
+        "candidate_ms": best_test.get("candidate_ms"),
+        "iterations": state.get("iteration", 0),
+        "build_s": best_build.get("seconds"),
+        "candidate_id": shown.get("id"),
+        "covered_ops": shown.get("covered_ops") or plan.get("covered_ops", []),
+        "uncovered_ops": shown.get("uncovered_ops") or plan.get("uncovered_ops", []),
+        "plan": {
+            "groups": [
+                {k: g.get(k) for k in ("id", "kind", "template", "covered", "nodes", "reason")}
+                for g in plan.get("groups", [])
+            ],
+            "total_flops": plan.get("total_flops"),
+            "total_bytes": plan.get("total_bytes"),
+            "cuda_graph": (plan.get("host") or {}).get("cuda_graph"),
+        },
+        "profile": {
+            k: profile.get(k) for k in ("source", "device_ms", "kernel_count", "own_kernel_share", "summary")
+        }
+        if profile
+        else None,
+        "attempts": state.get("history", []),
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A short human-readable report."""
+    lines = [
+        f"# StitchCUDA report: {report['problem']}",
+        "",
+        f"- status: **{report['status']}** ({report['status_reason']})",
+        f"- policy: {report['policy']}; device: {report['device'] or '-'}",
+        f"- eager {_fmt(report['eager_ms'])} ms, candidate {_fmt(report['candidate_ms'])} ms, "
+        f"speedup vs eager {_fmt(report['speedup_vs_eager'], '.2f')}x",
+        f"- coder turns: {report['iterations']}; build of the reported program: {_fmt(report['build_s'], '.1f')} s",
+        f"- custom kernels for: {', '.join(report['covered_ops']) or 'none'}",
+        f"- left to PyTorch: {', '.join(report['uncovered_ops']) or 'none'}",
+        "",
+        "## Fusion groups",
+        "",
+        "| group | kind | template | covered | ops |",
+        "|---|---|---|---|---|",
+    ]
+    for g in report["plan"]["groups"]:
+        ops = ", ".join(g.get("nodes") or [])
+        lines.append(
+            f"| {g['id']} | {g['kind']} | {g['template']} | {'yes' if g['covered'] else 'no'} | {ops} |"
+        )
+    lines += [
+        "",
+        "## Attempts",
+        "",
+        "| candidate | mode | status | ms | speedup | build s | summary |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for a in report["attempts"]:
+        lines.append(
+            f"| {a['candidate']} | {a['mode']} | {a['status']} | {_fmt(a.get('candidate_ms'))} | "
+            f"{_fmt(a.get('speedup_vs_eager'), '.2f')} | {_fmt(a.get('build_seconds'), '.1f')} | {a.get('summary', '')} |"
+        )
+    if report.get("profile"):
+        lines += ["", "## Profile", "", report["profile"].get("summary") or ""]
+    return "\n".join(lines) + "\n"

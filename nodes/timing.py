@@ -1,0 +1,23 @@
+"""Charge each node's wall time to the run's budget."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., dict[str, Any]])
+
+
+def charged(node: F) -> F:
+    """Add the node's duration to `spent_s`, which the routers compare with `Context.wall_time_s`."""
+
+    @functools.wraps(node)
+    def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        start = time.monotonic()
+        update = node(*args, **kwargs)
+        update["spent_s"] = update.get("spent_s", 0.0) + (time.monotonic() - start)
+        return update
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,90 @@
+"""Verifier node: build, check and time the candidate in the isolated worker; judge the outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from graph.artifacts import Attempt, BuildResult, Candidate, Feedback, Task, TestResult
+from graph.context import Context
+from graph.state import State
+from nodes.timing import charged
+from nodes.worker_client import eval_request, run_worker, to_build_result, to_test_result
+
+
+def failure_feedback(build: BuildResult, test: TestResult) -> Feedback:
+    """Evidence for the fix branch: the compiler's errors or the numbers that went wrong."""
+    status = test.status
+    if status == "build_error":
+        errors = "\n".join(build.errors[:10]) or build.log_tail[-2000:]
+        return Feedback(
+            kind="build_error",
+            summary=f"the extension did not build: {build.errors[0] if build.errors else test.message}",
+            evidence=errors,
+            suggestions=["fix the first compiler error; later errors often follow from it"],
+        )
+    if status == "wrong_output":
+        return Feedback(
+            kind="wrong_output",
+            summary=f"output differs from the reference ({test.trials_passed}/{test.trials} trials passed)",
+            evidence=(
+                f"{test.message}\nmax abs error {test.max_abs_err}, max rel error {test.max_rel_err}, "
+                f"worst element at {test.where or '?'}"
+            ),
+            suggestions=[
+                "check indexing, bounds and the tail handling of the kernel that produces this output",
+                "move the most complex fused group to a simpler implementation",
+            ],
+        )
+    kind = "timeout" if status == "timeout" else "runtime_error"
+    return Feedback(
+        kind=kind,
+        summary=f"the program {'timed out' if kind == 'timeout' else 'failed at run time'}: "
+        f"{test.message.splitlines()[0] if test.message else status}",
+        evidence=test.message,
+        suggestions=["check launch configuration, pointer arguments and every CUDA error code"],
+    )
+
+
+@charged
+def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Evaluate the current candidate; keep the best verified one; give the fix branch its evidence."""
+    context = runtime.context
+    task = Task.model_validate(state["task"])
+    candidate = Candidate.model_validate(state["candidate"])
+    response = run_worker(eval_request(task, candidate.source, context, "verify"), context)
+    build = to_build_result(response)
+    test = to_test_result(response)
+    attempt = Attempt(
+        candidate=candidate.id,
+        mode=candidate.mode,
+        status=test.status,
+        candidate_ms=test.candidate_ms,
+        speedup_vs_eager=test.speedup_vs_eager,
+        build_seconds=build.seconds,
+        summary=candidate.summary,
+    )
+    update: dict[str, Any] = {"build": build.dump(), "test": test.dump(), "history": [attempt.dump()]}
+
+    if test.status == "passed":
+        best = state.get("best")
+        best_ms = best["test"]["candidate_ms"] if best else None
+        gain = best_ms / test.candidate_ms - 1.0 if best_ms and test.candidate_ms else None
+        if best is None or (test.candidate_ms or float("inf")) < (best_ms or float("inf")):
+            update["best"] = {"candidate": candidate.dump(), "test": test.dump(), "build": build.dump()}
+        update |= {"fix_streak": 0, "last_gain": gain, "coder_mode": "optimize"}
+        speed = (
+            f"{test.candidate_ms:.3f} ms vs eager {test.eager_ms:.3f} ms" if test.candidate_ms else "untimed"
+        )
+        update["log"] = [f"verifier: candidate {candidate.id} passed ({speed})"]
+        return update
+
+    if test.status == "no_gpu":
+        update["log"] = [f"verifier: candidate {candidate.id} built in {build.seconds:.1f} s; {test.message}"]
+        return update
+
+    feedback = failure_feedback(build, test)
+    update |= {"feedback": feedback.dump(), "coder_mode": "fix", "fix_streak": state.get("fix_streak", 0) + 1}
+    update["log"] = [f"verifier: candidate {candidate.id}: {test.status}: {feedback.summary}"]
+    return update

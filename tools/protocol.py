@@ -1,0 +1,117 @@
+"""The JSON protocol between the graph and the evaluation worker.
+
+The worker (`python -m tools.worker --request REQ.json --response RESP.json`) reads one request
+object as JSON (from stdin without --request) and writes one response object as JSON (to stdout
+without --response). Both sides import only this module and the standard library for the wire
+format, so the worker runs on any CUDA box with torch, and a remote or distributed worker can speak
+the same protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+Action = Literal["verify", "profile", "build"]
+"""verify: build, check correctness, time (candidate and eager reference);
+profile: build, run the candidate (and optionally the reference) under the profiler;
+build: only build the candidate's extensions (works without a GPU)."""
+
+Status = Literal["passed", "build_error", "runtime_error", "timeout", "wrong_output", "no_gpu", "crashed"]
+"""passed: built, correct on every trial (and timed); build_error: a compiler or linker failed;
+runtime_error: import, construction or forward raised (CUDA errors included); timeout: the wall-time
+limit ran out; wrong_output: ran but disagreed with the reference; no_gpu: built, but there is no
+CUDA device to run it; crashed: the worker died without answering (segfault, OOM kill)."""
+
+STATUSES: tuple[str, ...] = (
+    "passed",
+    "build_error",
+    "runtime_error",
+    "timeout",
+    "wrong_output",
+    "no_gpu",
+    "crashed",
+)
+
+
+class EvalRequest(TypedDict, total=False):
+    action: Action
+    problem_name: str
+    problem_source: str  # the reference program (KernelBench format)
+    candidate_source: str  # the program defining ModelNew
+    device: Literal["cuda", "cpu"]
+    arch: str  # e.g. "sm_90"
+    mode: Literal["kernelbench", "strict"]  # strict: candidate runs first, twice, answers must agree
+    correctness_trials: int  # default 5
+    perf_trials: int  # default 100
+    warmup: int  # default 3
+    time_reference: bool  # also time the eager reference in the same run (default True)
+    profile_reference: bool  # action=profile: profile the reference too (default False)
+    cache_dir: str  # build cache root (default: tools.build.default_cache_dir())
+    timeout_s: float  # enforced by the parent; the worker uses it for its own budgeting
+    seed: int  # default 42
+    atol: float  # correctness tolerance, default 1e-4 (KernelBench fp32)
+    rtol: float  # default 1e-4
+
+
+class BuildInfo(TypedDict, total=False):
+    ok: bool
+    seconds: float  # all the program's builds together (a cache hit is an import: well under 1 s)
+    cached: bool  # every build was a cache hit
+    errors: list[str]  # the compiler's first errors, file:line kept ("cuda_sources(12): error: ...")
+    log_tail: str
+    extensions: list[str]  # module names built or loaded, f"{name}_{key[:12]}"
+    kernels: list[str]  # __global__ function names in the program's CUDA sources
+
+
+class CorrectnessInfo(TypedDict, total=False):
+    trials: int
+    passed: int
+    max_abs_err: float
+    max_rel_err: float
+    where: str  # index of the worst element, e.g. "[3, 17]"
+
+
+class TimingStats(TypedDict, total=False):
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    trials: int
+
+
+class TimingInfo(TypedDict, total=False):
+    candidate_ms: float  # the headline number (mean, KernelBench methodology)
+    eager_ms: float
+    candidate: TimingStats
+    eager: TimingStats
+
+
+class KernelRecord(TypedDict):
+    name: str
+    calls: int
+    total_ms: float
+    share: float
+
+
+class ProfileInfo(TypedDict, total=False):
+    source: str  # "torch_profiler"
+    events: Literal["cuda_kernels", "cpu_ops"]  # what was summarised (cpu_ops on a CPU-only run)
+    device_ms: float  # device time per forward
+    kernel_count: int  # launches per forward
+    own_kernel_share: float  # share of device time in kernels the candidate compiled itself
+    top: list[KernelRecord]
+    reference: dict[str, Any]  # the same fields for the reference, when asked
+
+
+class EvalResponse(TypedDict, total=False):
+    status: Status
+    message: str  # one or a few lines: the reason for the status
+    device: str  # e.g. "NVIDIA H200" or "cpu"
+    build: BuildInfo
+    correctness: CorrectnessInfo
+    timing: TimingInfo
+    profile: ProfileInfo
+    seconds: float  # wall time of the worker run
+    stdout_tail: str  # what the candidate printed (capped)
+    phase: str  # what the worker was doing when it stopped (always set for timeout and crashed)
