@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -372,26 +371,33 @@ class Classifier:
     def _reject(self, spec: OpSpec, reason: str) -> None:
         spec.family, spec.reason = OTHER, reason
 
-    def _is_inplace(self, spec: OpSpec, bound: dict[str, Any]) -> bool:
-        node = spec.node
-        module = self._module(spec)
-        if module is not None:
-            return bool(getattr(module, "inplace", False))
-        if node.op == "call_method" and str(node.target).endswith("_"):
-            return True
-        if node.op == "call_function" and getattr(node.target, "__name__", "").endswith("_"):
-            return True
-        return bool(bound.get("inplace", False))
+    def is_inplace_node(self, node: fx.Node) -> bool:
+        """Does the node write into one of its inputs (x.add_(), F.relu(x, inplace=True), ...)?"""
+        if node.op == "call_module":
+            return bool(getattr(self.root.get_submodule(node.target), "inplace", False))
+        if node.op == "call_method":
+            return str(node.target).endswith("_") and not str(node.target).startswith("_")
+        if node.op == "call_function":
+            name = getattr(node.target, "__name__", "")
+            if name.endswith("_") and not name.startswith("_"):
+                return True
+            return bind(node, self._canonical(node)).get("inplace") is True
+        return False
 
     def _inplace_is_safe(self, spec: OpSpec, mutated: Any) -> bool:
-        """An in-place op may become out-of-place when nobody reads the mutated tensor later."""
+        """An in-place op may become out-of-place when nothing can observe the mutation: the tensor
+        is an intermediate (not an input, parameter or view) with no later readers and no views."""
         if not isinstance(mutated, fx.Node) or mutated.op in ("placeholder", "get_attr"):
             return False
-        producer = self.classify_family_only(mutated)
-        if producer in (VIEW, INPUT, ATTR):
+        if self.classify_family_only(mutated) in (VIEW, INPUT, ATTR):
             return False
         here = self._order[spec.node]
-        return all(self._order[user] <= here for user in mutated.users)
+        for user in mutated.users:
+            if user is spec.node:
+                continue
+            if self._order[user] > here or self.classify_family_only(user) == VIEW:
+                return False
+        return True
 
     def classify_family_only(self, node: fx.Node) -> str:
         if node.op == "placeholder":
@@ -428,7 +434,7 @@ class Classifier:
             if name in params and not isinstance(params[name], (int, float)):
                 self._reject(spec, f"{op}: non-constant {name}")
                 return
-        if self._is_inplace(spec, bound) and not self._inplace_is_safe(spec, operands[0]):
+        if self.is_inplace_node(node) and not self._inplace_is_safe(spec, operands[0]):
             self._reject(spec, "in-place update of a tensor that is read elsewhere")
             return
         if not self.is_f32(node):
@@ -683,6 +689,3 @@ def _elementwise_operands(op: str, bound: dict[str, Any]) -> tuple[list[Any] | N
     if extra:
         return None, {"reason": f"{op} with unexpected extra arguments"}
     return [x], params
-
-
-FamilyPredicate = Callable[[OpSpec], bool]

@@ -46,7 +46,104 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=defaults.device, choices=["cuda", "cpu"], help=argparse.SUPPRESS)
     p.add_argument("--perf-trials", type=int, default=defaults.perf_trials, help="timed calls per program")
     p.add_argument("--quiet", action="store_true", help="print only the final line")
+    _add_tracing_flags(p)
     p.set_defaults(func=cmd_run)
+
+
+def _add_tracing_flags(p: argparse.ArgumentParser) -> None:
+    """LangSmith flags of `run` (tracing itself is switched on by LANGSMITH_TRACING=true)."""
+    group = p.add_argument_group("LangSmith tracing (when LANGSMITH_TRACING=true)")
+    group.add_argument("--tag", action="append", default=[], help="extra tag on the run's trace (repeatable)")
+    group.add_argument("--experiment", help="experiment name, recorded as tag experiment:NAME and metadata")
+
+
+def _tracing_config(args: argparse.Namespace, info: Any, context: Any, thread: str) -> dict[str, Any]:
+    """The run's LangSmith name, tags and metadata; with tracing on, a client that cannot stall exit."""
+    from graph.tracing import prepare_tracing, run_config
+
+    prepare_tracing()  # no-op unless LANGSMITH_TRACING=true
+    return run_config(
+        info.name,
+        policy=context.policy,
+        thread_id=thread,
+        level=info.level,
+        context=context,
+        tags=getattr(args, "tag", None) or [],
+        experiment=getattr(args, "experiment", None),
+    )
+
+
+def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="run StitchCUDA over suites (our evals/suite or a KernelBench checkout's level folders)",
+        description="Run every problem of the suites; records go to OUT/results.jsonl as they finish, "
+        "so a second call with the same --out resumes. Writes OUT/summary.json and OUT/table.md.",
+    )
+    p.add_argument("suites", nargs="+", help="suite folders (level1/, level2/, ...) or problem files")
+    p.add_argument("--out", default="stitchcuda-eval", help="output folder (default: stitchcuda-eval)")
+    p.add_argument("--policy", default=None, help="offline (default) or llm")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="problems run at once (builds overlap; GPU work is serialised)"
+    )
+    p.add_argument("--only", default=None, help="regular expression on level/name, e.g. 'level1/(1|4)_'")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per problem")
+    p.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: extra arguments for each `run`")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import re
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evals.runner import discover, read_results, results_table, run_suite, write_summary
+    from tools.problem import ProblemError
+
+    try:
+        problems = discover(args.suites)
+    except ProblemError as exc:
+        print(f"stitchcuda: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.only:
+        problems = [p for p in problems if re.search(args.only, p.key)]
+    if not problems:
+        print("stitchcuda: no problems found", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = Path(args.out)
+    run_args = [a for a in args.run_args if a != "--"]
+    if args.policy:
+        run_args += ["--policy", args.policy]
+    done = {r["problem"] for r in read_results(out / "results.jsonl")}
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task(
+            "eval", total=len(problems), completed=len([p for p in problems if p.key in done])
+        )
+
+        def on_done(record: dict[str, Any]) -> None:
+            speed = record.get("speedup_vs_eager")
+            bar.console.print(
+                f"{record['problem']}: {record.get('status')}"
+                + (f" {speed:.2f}x" if speed else "")
+                + f" ({record['seconds']:.0f} s)"
+            )
+            bar.advance(task)
+
+        records = run_suite(problems, out, run_args, jobs=args.jobs, timeout_s=args.timeout, on_done=on_done)
+    summary = write_summary(out, records, problems)
+    print(results_table(records))
+    overall = summary["all"]
+    geo = overall.get("geomean_speedup_vs_eager")
+    print(
+        f"correct {overall['correctness_rate']:.0%} of {overall['problems']}; "
+        f"geomean speedup vs eager {geo:.2f}x"
+        if geo
+        else f"correct {overall['correctness_rate']:.0%}"
+    )
+    return 0
 
 
 def _add_graph_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub)
+    _add_eval_parser(sub)
     _add_graph_parser(sub)
     for module_name, function in (("rag_corpus.cli", "add_rag_commands"),):
         try:
@@ -159,6 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "recursion_limit": 100,
         "run_name": f"stitchcuda:{info.name}",
     }
+    config.update(_tracing_config(args, info, context, thread))
     progress = Progress(args.quiet)
     with SqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
         app = builder.compile(checkpointer=saver, name="StitchCUDA")
@@ -179,6 +278,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress.close()
             print(f"stitchcuda: interrupted; resume with --thread {thread}", file=sys.stderr)
             return 130
+        except Exception as exc:  # a node crashed: the checkpoint keeps everything before it
+            progress.close()
+            print(
+                f"stitchcuda: the run stopped: {type(exc).__name__}: {exc}; resume with --thread {thread}",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
         finally:
             progress.close()
         final = app.get_state(config).values

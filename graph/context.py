@@ -67,6 +67,13 @@ class Context:
     perf_trials: int = field(
         default=100, metadata={"description": "Timed calls per program (mean reported, cold L2)."}
     )
+    inputs_on_device: bool = field(
+        default=True,
+        metadata={
+            "description": "Draw the seeded test inputs directly on the GPU (fast for multi-GB inputs); "
+            "False draws them on the CPU as KernelBench does."
+        },
+    )
     out_dir: str = field(
         default="",
         metadata={"description": "Where finalize writes solution.py and the reports; empty: write nothing."},

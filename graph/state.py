@@ -9,7 +9,9 @@ finished run is read for.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
+
+from typing_extensions import TypedDict
 
 RunStatus = Literal["running", "verified", "unverified", "failed"]
 

@@ -15,23 +15,38 @@ from nodes.report import build_report, render_markdown
 from nodes.timing import charged
 
 
+def stop_reason(state: State, context: Context) -> str:
+    """Why the loop ended, in one phrase."""
+    spent = budget_exhausted(state, context)
+    if spent:
+        return spent
+    if state.get("fix_streak", 0) >= context.max_fix_attempts:
+        return f"{context.max_fix_attempts} fix attempts in a row failed"
+    if state.get("coder_outcome") == "unchanged":
+        return "the optimiser had nothing more to try"
+    gain = state.get("last_gain")
+    if gain is not None and gain < context.min_gain:
+        return f"the last optimisation gained {gain:+.1%} (< {context.min_gain:.0%})"
+    if state.get("optimize_rounds", 0) >= context.max_optimize_rounds:
+        return f"{context.max_optimize_rounds} optimisation rounds done"
+    return "the loop ended"
+
+
 def outcome(state: State, context: Context) -> tuple[str, str]:
     """(status, one-line reason): verified, unverified (built but not runnable here) or failed."""
     ended_early = state.get("status_reason") if state.get("status") == "failed" else None
+    stopped = ended_early or stop_reason(state, context)
     best = state.get("best")
     if best:
-        reason = f"candidate {best['candidate']['id']} passed {best['test']['trials']} correctness trials"
-        return "verified", reason + (f"; the run then stopped: {ended_early}" if ended_early else "")
+        passed = f"candidate {best['candidate']['id']} passed {best['test']['trials']} correctness trials"
+        return "verified", f"{passed}; stopped: {stopped}"
     if ended_early:
         return "failed", ended_early
     test = state.get("test") or {}
     if test.get("status") == "no_gpu":
         return "unverified", test.get("message") or "built, but no CUDA device to run it"
     last = test.get("status") or state.get("coder_outcome") or "no candidate"
-    spent = budget_exhausted(state, context)
-    if spent is None and state.get("fix_streak", 0) >= context.max_fix_attempts:
-        spent = f"{context.max_fix_attempts} fix attempts in a row failed"
-    return "failed", f"no verified program; last outcome {last}" + (f"; {spent}" if spent else "")
+    return "failed", f"no verified program; last outcome {last}; {stopped}"
 
 
 def write_outputs(out_dir: str, state: State, report: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from graph.artifacts import Task, TensorSpec
 from graph.context import Context
-from graph.policy import PolicyUnavailableError, get_policy
+from graph.policy import PolicyOutputError, PolicyUnavailableError, get_policy
 from graph.state import State
 from nodes.timing import charged
 
@@ -57,8 +57,8 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {"status": "failed", "status_reason": str(exc), "log": [f"planner: {exc}"]}
     try:
         plan = get_policy(runtime.context).plan(task, None)
-    except PolicyUnavailableError as exc:
-        reason = f"the planner is unavailable: {exc}"
+    except (PolicyUnavailableError, PolicyOutputError) as exc:
+        reason = f"the planner could not plan: {exc}"
         return {
             "task": task.dump(),
             "status": "failed",

@@ -27,6 +27,7 @@ def eval_request(task: Task, candidate_source: str, context: Context, action: Ac
         correctness_trials=context.correctness_trials,
         perf_trials=context.perf_trials,
         time_reference=True,
+        inputs_on_device=context.inputs_on_device,
         timeout_s=context.eval_timeout_s,
     )
 

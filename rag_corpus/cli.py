@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rag_corpus.errors import RagError
 
 DEFAULT_MIN_RECALL = 0.9
+Command = Callable[[argparse.Namespace], int]
 
 
 def _store_options() -> argparse.ArgumentParser:
@@ -59,6 +60,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     for rank, hit in enumerate(hits, start=1):
         print(f"{rank}. [{hit.score:.3f}] {hit.title}  ({hit.id})")
         print(f"   source: {hit.source}  section: {hit.section}")
+        if args.show_text:
+            print("   " + hit.text.replace("\n", "\n   ") + "\n")
     return 0
 
 
@@ -102,6 +105,7 @@ def add_rag_commands(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     query.add_argument("text", help="diagnosis text: bottleneck, symptoms, metric names")
     query.add_argument("-k", type=_positive_int, default=3, help="number of hits (default 3)")
     query.add_argument("--notes-only", action="store_true", help="leave ingested documents out")
+    query.add_argument("--show-text", action="store_true", help="also print each hit's text")
     query.set_defaults(func=_guarded(cmd_query))
 
     evaluation = commands.add_parser("eval", parents=[options], help="recall@k of the evaluation queries")
@@ -113,7 +117,7 @@ def add_rag_commands(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     return rag
 
 
-def _guarded(command):  # type: ignore[no-untyped-def]
+def _guarded(command: Command) -> Command:
     """Turn a RagError into one line on stderr and exit code 2."""
 
     def run(args: argparse.Namespace) -> int:

@@ -150,7 +150,7 @@ class HashingEmbeddings(Embeddings):
     L2-normalised so Chroma's cosine distance compares direction only.
     """
 
-    version = 1
+    version = 1  # bump whenever `features` or `bucket` change: it renames the store's collection
 
     def __init__(self, dim: int = 2048) -> None:
         if dim < 64:
@@ -192,7 +192,6 @@ class LocalSentenceTransformerEmbeddings(Embeddings):
             raise RagError(
                 "a local embedding model needs sentence-transformers: pip install sentence-transformers"
             ) from None
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.path = path
         self.model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from rag_corpus.errors import RagError
 
@@ -142,22 +143,22 @@ def read_pdf(path: Path) -> list[Section]:
     return sections
 
 
-def _outline_starts(reader: object) -> dict[int, str]:
+def _outline_starts(reader: Any) -> dict[int, str]:
     """Page index -> title of the last outline entry that starts on that page."""
     starts: dict[int, str] = {}
 
-    def walk(items: list) -> None:
+    def walk(items: list[Any]) -> None:
         for item in items:
             if isinstance(item, list):
                 walk(item)
                 continue
             try:
-                starts[reader.get_destination_page_number(item)] = str(item.title).strip()  # type: ignore[attr-defined]
+                starts[reader.get_destination_page_number(item)] = str(item.title).strip()
             except Exception:  # an entry pointing nowhere is skipped
                 continue
 
     try:
-        walk(reader.outline)  # type: ignore[attr-defined]
+        walk(reader.outline)
     except Exception:
         return {}
     return starts

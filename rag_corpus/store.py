@@ -104,28 +104,34 @@ class GuidanceStore:
         self._vectorstore: Any = None
         self._client: Any = None
 
+    def _open(self) -> None:
+        """Open the client and the LangChain wrapper once, always passing our embedder in."""
+        import chromadb
+        from chromadb.config import Settings
+        from langchain_chroma import Chroma
+
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        self._client = chromadb.PersistentClient(
+            path=str(self.store_dir), settings=Settings(anonymized_telemetry=False)
+        )
+        self._vectorstore = Chroma(
+            collection_name=self.collection_name,
+            embedding_function=self.embeddings,
+            client=self._client,
+            collection_metadata={"hnsw:space": "cosine"},
+        )
+
     @property
     def vectorstore(self) -> Any:
-        """The LangChain Chroma wrapper, opened on first use (always with our embedder passed in)."""
+        """The LangChain Chroma wrapper over the collection (opened on first use)."""
         if self._vectorstore is None:
-            import chromadb
-            from chromadb.config import Settings
-            from langchain_chroma import Chroma
-
-            self.store_dir.mkdir(parents=True, exist_ok=True)
-            self._client = chromadb.PersistentClient(
-                path=str(self.store_dir), settings=Settings(anonymized_telemetry=False)
-            )
-            self._vectorstore = Chroma(
-                collection_name=self.collection_name,
-                embedding_function=self.embeddings,
-                client=self._client,
-                collection_metadata={"hnsw:space": "cosine"},
-            )
+            self._open()
         return self._vectorstore
 
     def _collection(self) -> Any:
-        self.vectorstore  # noqa: B018 - opens the client
+        """The raw chromadb collection, for its metadata (where the build stamp lives)."""
+        if self._client is None:
+            self._open()
         return self._client.get_collection(self.collection_name, embedding_function=None)
 
     def stamp(self) -> dict[str, Any]:
@@ -149,6 +155,7 @@ class GuidanceStore:
                 self.store_dir, self.collection_name, self.count(NOTE_KIND), False, fingerprint
             )
         notes = load_notes(self.notes_dir)
+        self._collection().modify(metadata={"notes_fingerprint": "rebuilding"})  # a crash leaves it stale
         old_ids = self.vectorstore.get(where={"kind": NOTE_KIND}, include=[])["ids"]
         if old_ids:
             self.vectorstore.delete(ids=old_ids)
@@ -201,7 +208,8 @@ class GuidanceStore:
             raise RagError("query is empty: pass the diagnosis text (bottleneck, symptoms, metric names)")
         if not isinstance(k, int) or k < 1:
             raise RagError(f"k must be a positive integer, got {k!r}")
-        self.build()
+        if not self.is_current():
+            self.build()
         vector = self.embeddings.embed_query(query)
         if not any(vector):
             raise RagError(f"query has no searchable words: {query!r}")

@@ -248,10 +248,10 @@ def in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     ce = build.cpp_extension()
     monkeypatch.setattr(ce, "load_inline", ce.load_inline)
     monkeypatch.setattr(ce, "load", ce.load)
-    monkeypatch.delitem(sys.modules, "stitch_candidate", raising=False)
     flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     yield
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+    sys.modules.pop("stitch_candidate", None)
 
 
 def test_run_request_passes_a_pytorch_candidate(in_process: None, tmp_path: Path) -> None:

@@ -45,6 +45,22 @@ def prepare_inputs(inputs: Sequence[Any], device: torch.device | str) -> list[An
     return prepared
 
 
+def draw_inputs(
+    get_inputs: Callable[[], Sequence[Any]], device: torch.device | str, on_device: bool
+) -> list[Any]:
+    """Call the problem's get_inputs() under the current seed and move the result to `device`.
+
+    on_device: draw directly on a CUDA device (torch's default-device context makes torch.rand
+    allocate there), which is many times faster for multi-GB inputs than KernelBench's CPU draw;
+    both models still see identical, seeded inputs.
+    """
+    device = torch.device(device)
+    if on_device and device.type == "cuda":
+        with device:
+            return prepare_inputs(get_inputs(), device)
+    return prepare_inputs(get_inputs(), device)
+
+
 def clone_inputs(inputs: Sequence[Any]) -> list[Any]:
     """A private copy of every tensor input for one model call."""
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
@@ -204,6 +220,7 @@ def check_correctness(
     atol: float = DEFAULT_TOLERANCE,
     rtol: float = DEFAULT_TOLERANCE,
     strict: bool = False,
+    inputs_on_device: bool = False,
 ) -> CorrectnessReport:
     """Run both models on `trials` seeded input sets; raises ForwardError if a forward raises.
 
@@ -215,7 +232,7 @@ def check_correctness(
     with torch.no_grad():
         for trial, trial_seed in enumerate(trial_seeds(trials, seed), start=1):
             set_seed(trial_seed)
-            inputs = prepare_inputs(get_inputs(), device)
+            inputs = draw_inputs(get_inputs, device, inputs_on_device)
 
             def call(who: str, model: torch.nn.Module, trial: int = trial, inputs: list[Any] = inputs) -> Any:
                 try:

@@ -127,6 +127,7 @@ def evaluate(
     limit = float(timeout_s if timeout_s is not None else request.get("timeout_s", DEFAULT_TIMEOUT_S))
     request = EvalRequest(**request)
     request["timeout_s"] = limit
+    request["deadline"] = time.time() + limit  # the worker budgets its timing loop against it
     tmp = Path(tempfile.mkdtemp(prefix="stitch-eval-"))
     try:
         return _evaluate_in(tmp, request, limit, python, Path(log_path) if log_path else None)

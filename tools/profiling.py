@@ -134,9 +134,9 @@ def profile_forward(
     with torch.no_grad():
         for _ in range(warmup):
             fn(*clone_inputs(inputs))
-        if on_cuda:
-            torch.cuda.synchronize(device)
         batches = [clone_inputs(inputs) for _ in range(iters)]
+        if on_cuda:
+            torch.cuda.synchronize(device)  # neither the warm-up nor the copies may leak into the trace
         with profile(activities=activities) as prof:
             started = time.perf_counter()
             for args in batches:

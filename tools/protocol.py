@@ -48,7 +48,11 @@ class EvalRequest(TypedDict, total=False):
     profile_reference: bool  # action=profile: profile the reference too (default False)
     cache_dir: str  # build cache root (default: tools.build.default_cache_dir())
     timeout_s: float  # enforced by the parent; the worker uses it for its own budgeting
+    deadline: float  # set by tools.evaluate: the time.time() at which the parent kills the worker
     seed: int  # default 42
+    inputs_on_device: (
+        bool  # draw get_inputs() directly on the GPU (default False: on the CPU, as KernelBench)
+    )
     atol: float  # correctness tolerance, default 1e-4 (KernelBench fp32)
     rtol: float  # default 1e-4
 

@@ -171,6 +171,14 @@ def build_info(records: list[build.BuildRecord]) -> BuildInfo:
     )
 
 
+def raise_for_failed_build() -> None:
+    """A failed build decides the status, even if the program caught the error and carried on."""
+    failed = next((r for r in build.build_records() if not r.ok), None)
+    if failed is not None:
+        first = failed.errors[0] if failed.errors else "see the build log"
+        raise Outcome("build_error", f"building extension '{failed.name}' failed: {first}")
+
+
 def import_candidate(request: EvalRequest, response: EvalResponse) -> types.ModuleType:
     """Execute the candidate (which builds its extensions); any failed build is a build_error.
 
@@ -183,7 +191,6 @@ def import_candidate(request: EvalRequest, response: EvalResponse) -> types.Modu
     module = types.ModuleType("stitch_candidate")
     module.__file__ = CANDIDATE_FILE
     sys.modules[module.__name__] = module
-    build.clear_build_records()
     error: BaseException | None = None
     try:
         exec(compile(source, CANDIDATE_FILE, "exec"), module.__dict__)
@@ -193,12 +200,8 @@ def import_candidate(request: EvalRequest, response: EvalResponse) -> types.Modu
         ) from None
     except (Exception, SystemExit) as exc:  # SystemExit: a candidate calling sys.exit() at import
         error = exc
-    records = build.build_records()
-    response["build"] = build_info(records)
-    failed = next((r for r in records if not r.ok), None)
-    if failed is not None:
-        first = failed.errors[0] if failed.errors else "see the build log"
-        raise Outcome("build_error", f"building extension '{failed.name}' failed: {first}")
+    response["build"] = build_info(build.build_records())
+    raise_for_failed_build()
     if error is not None:
         raise Outcome("runtime_error", f"importing the candidate raised {exception_summary(error)}")
     return module
@@ -262,6 +265,7 @@ def verify(
             atol=float(request.get("atol", correctness.DEFAULT_TOLERANCE)),
             rtol=float(request.get("rtol", correctness.DEFAULT_TOLERANCE)),
             strict=request.get("mode") == "strict",
+            inputs_on_device=bool(request.get("inputs_on_device", False)),
         )
     except correctness.ForwardError as exc:
         raise Outcome(
@@ -273,7 +277,7 @@ def verify(
         raise Outcome("wrong_output", report.message)
 
     correctness.set_seed(seed)
-    inputs = correctness.prepare_inputs(problem.get_inputs(), device)
+    inputs = correctness.draw_inputs(problem.get_inputs, device, bool(request.get("inputs_on_device", False)))
     warmup = int(request.get("warmup", 3))
     trials = int(request.get("perf_trials", 100))
     timed = [("ModelNew", candidate, "candidate")]
@@ -311,7 +315,7 @@ def profile(
 ) -> None:
     reference, candidate = models
     correctness.set_seed(int(request.get("seed", 42)))
-    inputs = correctness.prepare_inputs(problem.get_inputs(), device)
+    inputs = correctness.draw_inputs(problem.get_inputs, device, bool(request.get("inputs_on_device", False)))
     own = set(response.get("build", {}).get("kernels", []))
     progress("profiling ModelNew")
     info = _run_or_fail(
@@ -346,7 +350,10 @@ def _run(request: EvalRequest, response: EvalResponse, progress: Progress, start
     device_kind = request.get("device", "cuda")
     if device_kind not in ("cuda", "cpu"):
         raise Outcome("runtime_error", f"bad request: unknown device {device_kind!r} (cuda or cpu)")
-    deadline = started + float(request.get("timeout_s", 600.0))
+    if "deadline" in request:  # the parent's kill time, in this process's monotonic clock
+        deadline = time.monotonic() + float(request["deadline"]) - time.time()
+    else:
+        deadline = started + float(request.get("timeout_s", 600.0))
     cache_dir = Path(request.get("cache_dir") or build.default_cache_dir())
     arch = request.get("arch") or _default_arch()
     try:
@@ -398,14 +405,23 @@ def run_request(request: EvalRequest, progress_path: str | None = None) -> EvalR
     response: EvalResponse = {"status": "passed", "message": "", "device": ""}
     progress = Progress(progress_path, response)
     progress("starting")
+    build.clear_build_records()
+    outcome = Outcome("passed", "")
     try:
         _run(request, response, progress, started)
-    except Outcome as outcome:
+    except Outcome as stopped:
+        outcome = stopped
+    except Exception as exc:
+        outcome = Outcome("runtime_error", f"worker error: {exception_summary(exc)}")
+    if build.build_records():  # builds may also happen lazily, in ModelNew() or forward
+        response["build"] = build_info(build.build_records())
+        try:
+            raise_for_failed_build()
+        except Outcome as failed_build:
+            outcome = failed_build
+    if outcome.status != "passed":
         response["status"] = outcome.status  # type: ignore[typeddict-item]
         response["message"] = outcome.message
-    except Exception as exc:
-        response["status"] = "runtime_error"
-        response["message"] = f"worker error: {exception_summary(exc)}"
     response["phase"] = "done" if response["status"] == "passed" else response.get("phase", "")
     response["seconds"] = round(time.monotonic() - started, 3)
     return _finite(response)

@@ -33,7 +33,7 @@ static inline unsigned stitch_grid(int64_t work, int threads, int blocks_per_sm)
   return (unsigned)blocks;
 }
 
-static inline bool stitch_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+__host__ __device__ __forceinline__ bool stitch_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Index into a broadcast operand: element e of the output reads operand[(e / inner) % count].
 __device__ __forceinline__ int64_t stitch_bidx(int64_t e, int64_t inner, int64_t count) {

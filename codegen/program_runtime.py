@@ -1,0 +1,243 @@
+"""Runtime helpers copied verbatim into every generated program.
+
+They live here as real Python so that they are linted and unit-tested on the CPU; `assemble` pastes
+the source of the ones a program needs (by name). A generated program must run without this package,
+so these helpers may use only torch and the standard library, and only the module-level names
+`_ext` (the built extension) and `_STITCH_RELU` defined by the program itself.
+"""
+
+from __future__ import annotations
+
+import glob
+import inspect
+import math
+import os
+from typing import Any
+
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_ext: Any = None  # the program binds its built extension here
+_STITCH_RELU = 1
+
+
+def _stitch_cuda_lib_paths() -> tuple[list[str], list[str]]:
+    """Include/library folders of pip's CUDA packages: cuBLAS headers are not in every toolkit."""
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    includes: list[str] = []
+    ldflags: list[str] = []
+    for sub in ("nvidia/cu13", "nvidia/cu12", "nvidia/cublas", "nvidia/cuda_runtime"):
+        root = os.path.join(site, sub)
+        include = os.path.join(root, "include")
+        if os.path.isfile(os.path.join(include, "cublasLt.h")) and not includes:
+            includes.append(include)
+        libs = sorted(glob.glob(os.path.join(root, "lib", "libcublasLt.so*")))
+        if libs and not ldflags:
+            lib_dir = os.path.dirname(libs[0])
+            ldflags = [f"-L{lib_dir}", f"-l:{os.path.basename(libs[0])}", f"-Wl,-rpath,{lib_dir}"]
+    return includes, ldflags
+
+
+def _stitch_build(name: str, cuda_src: str, cpp_src: str, arch: str, use_cublas: bool) -> Any:
+    """Build the program's extension: torch-free .cu, pybind11-only binding, explicit -gencode."""
+    includes, ldflags = _stitch_cuda_lib_paths() if use_cublas else ([], [])
+    kwargs: dict[str, Any] = {}
+    if "no_implicit_headers" in inspect.signature(load_inline).parameters:
+        kwargs["no_implicit_headers"] = True
+    return load_inline(
+        name=name,
+        cpp_sources=cpp_src,
+        cuda_sources=cuda_src,
+        extra_cuda_cflags=["-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+        extra_include_paths=includes,
+        extra_ldflags=ldflags,
+        verbose=False,
+        **kwargs,
+    )
+
+
+def _stitch_stream(t: torch.Tensor) -> int:
+    """The caller's current stream, so that timing with CUDA events sees every launch."""
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _stitch_expect(t: torch.Tensor, shape: tuple[int, ...]) -> None:
+    """Programs traced with concrete sizes are specialised to the traced input shapes."""
+    if tuple(t.shape) != shape:
+        raise ValueError(f"this program was specialised to input shape {shape}, got {tuple(t.shape)}")
+
+
+def _stitch_same_shape(t: torch.Tensor, shape: tuple[int, ...]) -> None:
+    """Full-shape operands were planned from the traced shapes; a mismatch is a caller error."""
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"operand shape {tuple(t.shape)} differs from the planned {tuple(shape)}")
+
+
+def _stitch_bc(t: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, int, int]:
+    """(tensor, inner, count) so that element e of `shape` reads tensor[(e // inner) % count].
+
+    Works when the operand's non-1 dims form one contiguous block matching `shape`; any other
+    broadcast is materialised.
+    """
+    nd = len(shape)
+    dims = (1,) * (nd - t.dim()) + tuple(t.shape)
+    real = [i for i, s in enumerate(dims) if s != 1]
+    if not real:
+        return t.reshape(1).contiguous(), 1, 1
+    first, last = real[0], real[-1] + 1
+    if all(dims[i] == shape[i] for i in range(first, last)):
+        return t.contiguous(), math.prod(shape[last:]), math.prod(shape[first:last])
+    full = t.expand(shape).contiguous()
+    return full, 1, full.numel()
+
+
+def _stitch_mat(t: torch.Tensor) -> tuple[torch.Tensor, int, int, int]:
+    """(tensor, transposed, ld, batch_stride) for the last two dims of a matmul operand.
+
+    A row-major (..., R, C) operand with unit column stride is used as is; one whose rows have unit
+    stride (a transposed view, e.g. weight.t()) is passed with the transpose flag; anything else,
+    or batch dims that do not collapse into one stride, is made contiguous first.
+    """
+    if t.dim() > 2:
+        for i in range(t.dim() - 3):
+            if t.size(i) != 1 and t.stride(i) != t.stride(i + 1) * t.size(i + 1):
+                t = t.contiguous()
+                break
+    rows, cols = t.size(-2), t.size(-1)
+    s_row, s_col = t.stride(-2), t.stride(-1)
+    if s_col == 1 and (rows == 1 or s_row >= max(cols, 1)):
+        transposed, ld = 0, (s_row if rows > 1 else max(cols, 1))
+    elif s_row == 1 and (cols == 1 or s_col >= max(rows, 1)):
+        transposed, ld = 1, (s_col if cols > 1 else max(rows, 1))
+    else:
+        t = t.contiguous()
+        transposed, ld = 0, max(cols, 1)
+    batch_stride = t.stride(-3) if t.dim() > 2 else 0
+    return t, transposed, ld, batch_stride
+
+
+def _stitch_mm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    alpha: float = 1.0,
+    act: int = 0,
+) -> torch.Tensor:
+    """act(alpha * a @ b + residual + bias) through cuBLASLt (fp32, no TF32).
+
+    Row-major C = A @ B is computed as column-major C^T = B^T @ A^T, so `b` is cuBLAS's A operand.
+    A batched `a` times a 2-D `b` folds the batch into the rows.
+    """
+    k, n = b.size(-2), b.size(-1)
+    if b.dim() == 2:
+        batch_shape = tuple(a.shape[:-1])
+        a = a.reshape(-1, k)
+        batch, m = 1, a.size(0)
+        out_shape = batch_shape + (n,)
+    else:
+        batch_shape = tuple(a.shape[:-2])
+        if tuple(b.shape[:-2]) != batch_shape:
+            raise ValueError(
+                f"batched matmul needs equal batch dims, got {tuple(a.shape)} @ {tuple(b.shape)}"
+            )
+        batch, m = math.prod(batch_shape), a.size(-2)
+        out_shape = batch_shape + (m, n)
+    out = torch.empty(out_shape, device=a.device, dtype=torch.float32)
+    if out.numel() == 0:
+        return out
+    if k == 0:
+        return out.zero_()
+    a_mat, a_t, a_ld, a_stride = _stitch_mat(a)
+    b_mat, b_t, b_ld, b_stride = _stitch_mat(b)
+    beta = 0.0
+    c_ptr = out.data_ptr()
+    if residual is not None:
+        residual = residual.expand(out_shape).contiguous()
+        c_ptr, beta = residual.data_ptr(), 1.0
+    bias_ptr = 0
+    if bias is not None:
+        bias = bias.reshape(-1).contiguous()
+        bias_ptr = bias.data_ptr()
+    _ext.gemm(
+        b_mat.data_ptr(),
+        a_mat.data_ptr(),
+        c_ptr,
+        out.data_ptr(),
+        bias_ptr,
+        n,
+        m,
+        k,
+        b_ld,
+        a_ld,
+        n,
+        b_t,
+        a_t,
+        batch,
+        b_stride,
+        a_stride,
+        m * n,
+        float(alpha),
+        beta,
+        act,
+        _stitch_stream(out),
+    )
+    return out
+
+
+def _stitch_restore_buffers(module: torch.nn.Module, saved: list[torch.Tensor]) -> None:
+    for buffer, value in zip(module.buffers(), saved, strict=True):
+        buffer.copy_(value)
+
+
+class _StitchGraphRunner:
+    """Captures a forward into one CUDA graph per input signature and replays it.
+
+    The graph reads private copies of the inputs (refreshed by a device copy each call) and its
+    output is cloned, so callers never see aliased buffers. Warm-up runs happen before capture (they
+    build cuBLASLt plans and the allocator's pool); module buffers such as BatchNorm running
+    statistics are restored afterwards, so the model's state advances exactly once per call.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[Any, Any] = {}
+
+    def __call__(self, module: torch.nn.Module, fn: Any, args: tuple[Any, ...]) -> Any:
+        usable = args and all(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        if not usable or torch.cuda.is_current_stream_capturing():
+            return fn(*args)
+        key = tuple((tuple(a.shape), a.dtype, a.device, a.is_contiguous()) for a in args)
+        key = key + (torch.is_grad_enabled(), module.training)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self._capture(module, fn, args)
+            self.entries[key] = entry
+        graph, static_in, static_out = entry
+        for buffer, a in zip(static_in, args, strict=True):
+            buffer.copy_(a)
+        graph.replay()
+        return _stitch_clone(static_out)
+
+    def _capture(self, module: torch.nn.Module, fn: Any, args: tuple[Any, ...]) -> Any:
+        device = args[0].device
+        static_in = [a.clone() for a in args]
+        saved = [b.detach().clone() for b in module.buffers()]
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn(*static_in)
+        torch.cuda.current_stream(device).wait_stream(side)
+        _stitch_restore_buffers(module, saved)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = fn(*static_in)
+        return graph, static_in, static_out
+
+
+def _stitch_clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_stitch_clone(v) for v in value)
+    return value
