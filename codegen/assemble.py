@@ -20,11 +20,12 @@ from typing import Any
 import torch
 
 from codegen.cuda_unit import CudaUnit
+from codegen.ewexpr import ExprError
 from codegen.fusion import REFERENCE, Group, realize
-from codegen.kernels import GroupWriter
-from codegen.ops import OUTPUT
+from codegen.kernels import CodegenError, GroupWriter
+from codegen.ops import ATTR, OUTPUT, SCALAR, VIEW
 from codegen.planner import Analysis
-from codegen.pyemit import ForwardEmitter
+from codegen.pyemit import EmitError, ForwardEmitter
 from codegen.pysource import indent
 
 RUNTIME_FILE = Path(__file__).parent / "program_runtime.py"
@@ -69,6 +70,7 @@ class Program:
     cpp_src: str = ""
     launches: int = 0
     options: Options = field(default_factory=Options)
+    auto_demoted: list[str] = field(default_factory=list)  # groups the writer could not express
 
 
 def arch_digits(arch: str) -> str:
@@ -100,10 +102,39 @@ def _extension_name(task: str, cuda_src: str, cpp_src: str) -> str:
     return f"stitch_{stem}_{digest}"
 
 
+class GroupCodeError(ValueError):
+    """One group's code could not be written; `group` is its base id."""
+
+    def __init__(self, group: str, message: str) -> None:
+        super().__init__(f"{group}: {message}")
+        self.group = group
+
+
 def assemble(analysis: Analysis, options: Options) -> Program:
-    """The whole program for `analysis` with the given demotion levels and knobs."""
+    """The whole program; a group whose code cannot be written is demoted to PyTorch (recorded in
+    `Program.auto_demoted`), and a forward that cannot be regenerated falls back to the untraced copy."""
     if not analysis.ok:
         return _untraced_program(analysis, options)
+    levels = dict(options.levels)
+    demoted: list[str] = []
+    for _ in range(len(analysis.groups) + 1):
+        attempt = Options(options.arch, options.cuda_graph, options.ew_unroll, levels)
+        try:
+            program = _assemble_traced(analysis, attempt)
+        except GroupCodeError as exc:
+            levels[exc.group] = 2
+            demoted.append(str(exc))
+            continue
+        except (EmitError, CodegenError, ExprError) as exc:
+            program = _untraced_program(
+                analysis, options, reason=f"the forward could not be regenerated: {exc}"
+            )
+        program.auto_demoted = demoted
+        return program
+    return _untraced_program(analysis, options, reason="no group could be written")
+
+
+def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     traced, classifier = analysis.traced, analysis.classifier
     assert traced is not None and classifier is not None
     emitter = ForwardEmitter(traced.graph, analysis.source.forward_params, analysis.namespace)
@@ -129,6 +160,8 @@ def assemble(analysis: Analysis, options: Options) -> Program:
             assert step.spec is not None
             if step.spec.family == OUTPUT:
                 continue
+            if step.spec.family in (VIEW, SCALAR, ATTR) and not step.spec.node.users:
+                continue  # fx keeps unused size queries and views; they compute nothing
             body.append(emitter.statement(step.spec.node))
             continue
         if group.kind == REFERENCE:
@@ -140,7 +173,10 @@ def assemble(analysis: Analysis, options: Options) -> Program:
             templates[group.id] = "pytorch"
             launches += len(group.specs)
             continue
-        code = writer.write(group)
+        try:
+            code = writer.write(group)
+        except Exception as exc:  # noqa: BLE001 - any writer failure demotes just this group
+            raise GroupCodeError(group.base_id, f"{type(exc).__name__}: {exc}") from exc
         # Groups with identical helpers (an unrolled loop's steps) share one function.
         text = code.helper.source("@HELPER@")
         helper_name = helper_names.get(text)
@@ -257,8 +293,9 @@ def _model_class(analysis: Analysis, body: list[str], cuda_graph: bool) -> str:
     return "class ModelNew(nn.Module):\n" + "\n\n".join(members + [forward]) + "\n"
 
 
-def _untraced_program(analysis: Analysis, options: Options) -> Program:
-    extra = f"The reference could not be traced ({analysis.trace_error}); its forward is kept as PyTorch."
+def _untraced_program(analysis: Analysis, options: Options, reason: str = "") -> Program:
+    why = reason or f"the reference could not be traced: {analysis.trace_error}"
+    extra = f"The forward is kept as PyTorch ({why})."
     lines = _header(analysis, extra)
     parts = ["\n".join(lines)]
     if analysis.source.prelude:

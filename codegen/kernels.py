@@ -153,7 +153,7 @@ def spec_ops(specs: list[OpSpec]) -> list[ChainOp]:
 # ---- CUDA functors ----------------------------------------------------------------------------------
 
 
-def _struct(name_prefix: str, members: list[tuple[str, str]], methods: str) -> str:
+def _struct(members: list[tuple[str, str]], methods: str) -> str:
     decls = "\n".join(f"  {ctype} {name};" for ctype, name in members)
     return f"struct {NAME_PLACEHOLDER} {{\n{decls}\n{methods}}};\n"
 
@@ -188,7 +188,7 @@ def ew_functor(
         + _indent(vec, 4)
         + "\n  }\n"
     )
-    name = unit.define("StitchEw", _struct("StitchEw", members, methods), group)
+    name = unit.define("StitchEw", _struct(members, methods), group)
     return name, out_fields
 
 
@@ -196,7 +196,7 @@ def pro_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
     """A StitchPro_* struct whose load(e) returns the row op's (prologue-transformed) input."""
     body = chain.loads() + chain.lines + [f"return {chain.var(result)};"]
     methods = "  __device__ __forceinline__ float load(int64_t e) const {\n" + _indent(body, 4) + "\n  }\n"
-    return unit.define("StitchPro", _struct("StitchPro", chain.fields(), methods), group)
+    return unit.define("StitchPro", _struct(chain.fields(), methods), group)
 
 
 def epi_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
@@ -209,7 +209,7 @@ def epi_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
         + _indent(body, 4)
         + "\n  }\n"
     )
-    return unit.define("StitchEpi", _struct("StitchEpi", chain.fields(), methods), group)
+    return unit.define("StitchEpi", _struct(chain.fields(), methods), group)
 
 
 def _init(struct: str, var: str, members: list[tuple[str, str]], prefix: str) -> str:
@@ -533,17 +533,16 @@ class GroupWriter:
                 self.unit.use("layernorm")
                 norm = int(anchor.args["norm_numel"])
                 helper.lines += [f"cols = {norm}", "rows = math.prod(p_shape) // cols"]
-                w = (
-                    f"{helper.ref(anchor.args['weight'])}.contiguous().data_ptr()"
-                    if anchor.args.get("weight") is not None
-                    else "0"
-                )
-                b = (
-                    f"{helper.ref(anchor.args['bias'])}.contiguous().data_ptr()"
-                    if anchor.args.get("bias") is not None
-                    else "0"
-                )
-                helper.lines += [f"w_ptr = {w}", f"b_ptr = {b}"]
+                # Keep the contiguous tensors alive until the launch: a temporary's pointer would dangle.
+                for key, var in (("weight", "w"), ("bias", "b")):
+                    ref = anchor.args.get(key)
+                    if ref is not None:
+                        helper.lines += [
+                            f"{var} = {helper.ref(ref)}.contiguous()",
+                            f"{var}_ptr = {var}.data_ptr()",
+                        ]
+                    else:
+                        helper.lines.append(f"{var}_ptr = 0")
                 params = (
                     pro_fields + epi_fields + [("const float*", "w"), ("const float*", "b"), ("float*", "y")]
                 )

@@ -10,6 +10,7 @@ correct.
 from __future__ import annotations
 
 import hashlib
+import threading
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,13 +66,22 @@ class Analysis:
 
 
 _CACHE: dict[str, Analysis] = {}
+_CACHE_SIZE = 64
+_LOCK = threading.Lock()  # fx tracing patches torch.nn.Module globally: one trace at a time
 
 
 def analyse(task: Task) -> Analysis:
     """Trace, classify and group `task`'s reference; cached by the source text."""
-    key = hashlib.sha1(task.source.encode()).hexdigest()
-    if key in _CACHE:
+    key = hashlib.sha1(f"{task.name}\n{task.source}".encode()).hexdigest()
+    with _LOCK:
+        if key not in _CACHE:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = _analyse(task)
         return _CACHE[key]
+
+
+def _analyse(task: Task) -> Analysis:
     source = parse_problem(task.source)
     analysis = Analysis(task=task.name, source=source)
     try:
@@ -90,7 +100,11 @@ def analyse(task: Task) -> Analysis:
         )
     except TraceFailure as exc:
         analysis.trace_error = str(exc)
-    _CACHE[key] = analysis
+    except Exception as exc:  # noqa: BLE001 - an analysis bug must still leave a correct program
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        analysis.trace_error = f"analysis failed: {type(exc).__name__}: {first}"
+        analysis.traced = analysis.classifier = None
+        analysis.specs, analysis.steps = [], []
     return analysis
 
 

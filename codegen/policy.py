@@ -129,6 +129,7 @@ class OfflinePolicy:
             "launches": program.launches,
             "traced": analysis.ok,
             "demotions": history.get("demotions", []),
+            "auto_demoted": program.auto_demoted,
             "optimizations": history.get("optimizations", []),
         }
         return Candidate(

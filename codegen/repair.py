@@ -18,7 +18,10 @@ from codegen.cuda_unit import locate_groups
 from codegen.fusion import COMPLEXITY, LEVEL_NAMES, REFERENCE, Group
 from graph.artifacts import Feedback
 
-_LINE = re.compile(r"(cuda\.cu|main\.cpp)(?:\((\d+)\)|:(\d+))")
+# nvcc: "cuda.cu(12): error"; g++: "main.cpp:12:3: error"; tools/build.py's #line labels:
+# "cuda_sources(12)" / "cpp_sources:12:3". Line 1 is the first line of the CUDA_SRC / CPP_SRC literal.
+_LINE = re.compile(r"(cuda\.cu|main\.cpp|cuda_sources|cpp_sources)(?:\((\d+)\)|:(\d+))")
+_CUDA_FILES = ("cuda.cu", "cuda_sources")
 _GROUP = re.compile(r"stitch group ((?:g[\d.]+\s*)+)")
 _LIB_KIND = {
     "gemm": ("gemm",),
@@ -56,7 +59,7 @@ def failing_groups(feedback: Feedback, program: Program, groups: list[Group]) ->
         for gid in match.group(1).split():
             add(gid)
     for match in _LINE.finditer(text):
-        source = program.cuda_src if match.group(1) == "cuda.cu" else program.cpp_src
+        source = program.cuda_src if match.group(1) in _CUDA_FILES else program.cpp_src
         line = int(match.group(2) or match.group(3))
         owner = locate_groups(source, line)
         if owner is None:

@@ -1,16 +1,25 @@
-"""Run StitchCUDA over a suite: one `stitchcuda run` per problem, records kept as they finish.
+"""Run StitchCUDA over a suite: one `stitchcuda run` per problem, then its baselines, records kept as they finish.
 
 Each problem runs in its own process (`python -m graph.cli run ...`), several at a time, so
-independent candidates build in parallel; the evaluation worker serialises GPU work with a file
-lock, so timings are not disturbed by the neighbours. Every finished problem is appended to
-`OUT/results.jsonl` at once: a crash loses nothing, and a second invocation with the same OUT skips
-what is already there (resume).
+independent candidates build in parallel; the evaluation worker and the baseline process serialise
+GPU work with one file lock, so timings are not disturbed by the neighbours. After a problem's run,
+its PyTorch baselines (eager and the torch.compile modes, tools.baselines: same GPU, same timing
+method, cached per machine) are measured and every speedup in the record is against them: vs eager
+and vs the best compile mode. Without baselines (no GPU, --no-baselines) the speedup vs eager is the
+verifier's own, from the same worker run as the candidate's time.
+
+Every finished problem is appended to `OUT/results.jsonl` at once (one JSON line, flushed and
+synced), so a crash loses at most the problems in flight. A second invocation with the same OUT
+skips what is already recorded, and each problem's graph run uses a thread id derived from its key,
+so a problem interrupted mid-run resumes from its last checkpoint instead of starting again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -21,9 +30,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.metrics import summarize
+from evals.metrics import summarize, summary_table
 
 REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CLI = (sys.executable, "-m", "graph.cli")
+REPORT_FIELDS = (
+    "status",
+    "status_reason",
+    "candidate_ms",
+    "iterations",
+    "build_s",
+    "covered_ops",
+    "uncovered_ops",
+    "device",
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +51,64 @@ class SuiteProblem:
     key: str  # "level1/1_ReLU"
     level: str
     path: Path
+
+
+@dataclass
+class BaselineConfig:
+    """How the runner measures each problem's PyTorch baselines (tools.baselines)."""
+
+    enabled: bool = False
+    modes: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
+    device: str = "cuda"
+    perf_trials: int = 100
+    harness: str = "kernelbench"  # the worker's harness mode: it picks the timing method
+    inputs_on_device: bool = False
+    timeout_s: float = 1800.0
+    cache_dir: str | None = None
+
+
+def run_arg(run_args: Sequence[str], name: str) -> str | None:
+    """The value of `--name V` or `--name=V` among the arguments passed through to each `run`."""
+    value = None
+    for i, arg in enumerate(run_args):
+        if arg == name and i + 1 < len(run_args):
+            value = run_args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def baseline_config(
+    enabled: bool | None, modes_text: str, timeout_s: float, run_args: Sequence[str]
+) -> BaselineConfig:
+    """Baselines timed like the runs' candidates: their device, trial count and harness mode.
+
+    enabled None means: on when the runs use CUDA and a GPU is present. ValueError for unknown modes.
+    """
+    from graph.context import Context
+    from tools.baselines import MODES
+
+    defaults = Context()
+    device = run_arg(run_args, "--device") or defaults.device
+    if enabled is None:
+        import torch
+
+        enabled = device == "cuda" and torch.cuda.is_available()
+    modes = tuple(m.strip() for m in modes_text.split(",") if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ValueError(
+            f"unknown baseline mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}"
+        )
+    return BaselineConfig(
+        enabled=bool(enabled),
+        modes=modes,
+        device=device,
+        perf_trials=int(run_arg(run_args, "--perf-trials") or defaults.perf_trials),
+        harness=defaults.tolerance_mode,
+        inputs_on_device=defaults.inputs_on_device,
+        timeout_s=timeout_s,
+    )
 
 
 def discover(paths: Sequence[str]) -> list[SuiteProblem]:
@@ -53,35 +131,127 @@ def discover(paths: Sequence[str]) -> list[SuiteProblem]:
     return [p for p in found if not (p.key in seen or seen.add(p.key))]
 
 
+# ----------------------------------------------------------------------------------------------
+# The results store
+# ----------------------------------------------------------------------------------------------
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
+    """Every complete record; a line cut short by a crash is skipped. The last record of a key wins."""
     if not path.exists():
         return []
-    records = []
-    for line in path.read_text().splitlines():
+    records: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(errors="replace").splitlines():
         line = line.strip()
-        if line:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
-    return records
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "problem" in record:
+            records[record["problem"]] = record
+    return list(records.values())
 
 
-def run_one(problem: SuiteProblem, out: Path, run_args: Sequence[str], timeout_s: float) -> dict[str, Any]:
-    """Run the CLI on one problem and turn its report into a results record."""
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """One JSON line, on a line of its own even after a torn write, flushed to disk."""
+    with path.open("ab") as fh:
+        if fh.tell() > 0:
+            with path.open("rb") as tail:
+                tail.seek(-1, os.SEEK_END)
+                if tail.read(1) != b"\n":
+                    fh.write(b"\n")
+        fh.write(json.dumps(record).encode() + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# ----------------------------------------------------------------------------------------------
+# One problem
+# ----------------------------------------------------------------------------------------------
+
+
+def thread_id(key: str) -> str:
+    """A stable checkpoint thread per problem: a rerun resumes an interrupted graph run."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", key).strip("-")[:40]
+    return f"eval-{slug}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def hack_verdict(report: dict[str, Any], solution: Path) -> tuple[str | None, str | None]:
+    """(verdict, where it came from): the run's own hack check if it made one, else the static check."""
+    for value in (report.get("verdict"), (report.get("hack_check") or {}).get("verdict")):
+        if isinstance(value, str):
+            return value, "report"
+    if not solution.exists():
+        return None, None
+    try:
+        from tools.hackcheck import static_report
+    except ImportError:
+        return None, None
+    try:
+        return str(static_report(solution.read_text())["verdict"]), "static"
+    except Exception as exc:  # the checker must not sink the suite run; the record says why
+        return None, f"static check failed: {type(exc).__name__}: {exc}"
+
+
+def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    record: dict[str, Any] = {k: report.get(k) for k in REPORT_FIELDS}
+    attempts = report.get("attempts", []) or []
+    record["built"] = any(a.get("status") not in ("build_error", None) for a in attempts)
+    record["verifier_eager_ms"] = report.get("eager_ms")
+    record["verifier_speedup_vs_eager"] = report.get("speedup_vs_eager")
+    record["verdict"], record["verdict_source"] = hack_verdict(report, run_dir / "solution.py")
+    return record
+
+
+def add_speedups(record: dict[str, Any], baselines: dict[str, Any] | None) -> None:
+    """speedup_vs_eager / _vs_compile against the measured baselines (the verifier's eager otherwise)."""
+    from tools.baselines import speedups
+
+    record["speedup_vs_eager"] = None
+    record["speedup_vs_compile"] = None
+    record["speedup_source"] = None
+    if baselines is not None:
+        record["baseline_status"] = baselines.get("status")
+        record["baselines"] = {
+            mode: entry.get("mean_ms") for mode, entry in (baselines.get("baselines") or {}).items()
+        }
+        record["baseline_errors"] = {
+            mode: entry["error"]
+            for mode, entry in (baselines.get("baselines") or {}).items()
+            if "error" in entry
+        }
+        record.update(speedups(record.get("candidate_ms"), baselines))
+        if record["speedup_vs_eager"] is not None:
+            record["speedup_source"] = "baselines"
+    if record["speedup_vs_eager"] is None and record.get("verifier_speedup_vs_eager"):
+        record["speedup_vs_eager"] = record["verifier_speedup_vs_eager"]
+        record["speedup_source"] = "verifier"
+
+
+def run_one(
+    problem: SuiteProblem,
+    out: Path,
+    run_args: Sequence[str],
+    timeout_s: float,
+    baseline: BaselineConfig | None = None,
+    cli: Sequence[str] = DEFAULT_CLI,
+) -> dict[str, Any]:
+    """Run the CLI on one problem, measure its baselines and return its results record."""
     run_dir = out / "runs" / problem.key
     started = time.monotonic()
     cmd = [
-        sys.executable,
-        "-m",
-        "graph.cli",
+        *cli,
         "run",
         str(problem.path),
         "--out",
         str(run_dir),
         "--quiet",
-        *run_args,
+        "--thread",
+        thread_id(problem.key),
     ]
+    cmd += list(run_args)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     try:
@@ -91,30 +261,40 @@ def run_one(problem: SuiteProblem, out: Path, run_args: Sequence[str], timeout_s
         code, stderr = -1, f"timed out after {timeout_s:.0f} s"
     record: dict[str, Any] = {"problem": problem.key, "level": problem.level, "exit_code": code}
     report_path = run_dir / "report.json"
-    if report_path.exists():
-        report = json.loads(report_path.read_text())
-        attempts = report.get("attempts", [])
-        record |= {
-            k: report.get(k)
-            for k in (
-                "status",
-                "status_reason",
-                "speedup_vs_eager",
-                "eager_ms",
-                "candidate_ms",
-                "iterations",
-                "build_s",
-                "covered_ops",
-                "uncovered_ops",
-                "device",
-            )
-        }
-        record["built"] = any(a.get("status") not in ("build_error", None) for a in attempts)
+    report = None
+    if report_path.exists() and code != -1:
+        try:
+            report = json.loads(report_path.read_text())
+        except ValueError:
+            report = None
+    if report is not None:
+        record |= record_from_report(report, run_dir)
     else:
-        tail = stderr.strip().splitlines()[-1:] if stderr else []
+        tail = [line for line in (stderr or "").strip().splitlines() if line.strip()][-1:]
         record |= {"status": "failed", "status_reason": tail[0] if tail else "no report", "built": False}
+    measured = None
+    if baseline is not None and baseline.enabled:
+        from tools.baselines import measure_baselines
+
+        measured = measure_baselines(
+            problem.path.read_text(),
+            problem.path.stem,
+            modes=baseline.modes,
+            device=baseline.device,
+            perf_trials=baseline.perf_trials,
+            harness=baseline.harness,
+            on_device=baseline.inputs_on_device,
+            cache_dir=baseline.cache_dir,
+            timeout_s=baseline.timeout_s,
+        )
+    add_speedups(record, measured)
     record["seconds"] = round(time.monotonic() - started, 1)
     return record
+
+
+# ----------------------------------------------------------------------------------------------
+# The suite
+# ----------------------------------------------------------------------------------------------
 
 
 def run_suite(
@@ -124,8 +304,10 @@ def run_suite(
     jobs: int = 1,
     timeout_s: float = 3600.0,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    baseline: BaselineConfig | None = None,
+    cli: Sequence[str] = DEFAULT_CLI,
 ) -> list[dict[str, Any]]:
-    """Run every problem not yet in OUT/results.jsonl; returns all records (old and new)."""
+    """Run every problem not yet in OUT/results.jsonl; returns the records of `problems` (old and new)."""
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     records = read_results(results_path)
@@ -134,10 +316,9 @@ def run_suite(
     lock = threading.Lock()
 
     def work(problem: SuiteProblem) -> None:
-        record = run_one(problem, out, run_args, timeout_s)
+        record = run_one(problem, out, run_args, timeout_s, baseline, cli)
         with lock:
-            with results_path.open("a") as fh:
-                fh.write(json.dumps(record) + "\n")
+            append_record(results_path, record)
             records.append(record)
             if on_done:
                 on_done(record)
@@ -160,16 +341,20 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def results_table(records: Sequence[dict[str, Any]]) -> str:
-    """The Markdown table for docs/benchmarks.md."""
+    """Per-problem Markdown table (docs/benchmarks.md, table.md)."""
     lines = [
-        "| problem | status | eager ms | candidate ms | speedup | iterations | build s |",
-        "|---|---|---|---|---|---|---|",
+        "| problem | status | verdict | candidate ms | eager ms | best compile ms (mode) | vs eager | vs compile "
+        "| iterations | build s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(records, key=lambda r: _sort_key(r["problem"])):
+        eager = r.get("baseline_eager_ms") or r.get("verifier_eager_ms")
+        best = r.get("best_compile_ms")
+        best_text = f"{best:.3f} ({r.get('best_compile_mode')})" if best else "-"
         lines.append(
-            f"| {r['problem']} | {r.get('status')} | {_fmt(r.get('eager_ms'), '.3f')} | "
-            f"{_fmt(r.get('candidate_ms'), '.3f')} | {_fmt(r.get('speedup_vs_eager'), '.2f')} | "
-            f"{r.get('iterations', '-')} | {_fmt(r.get('build_s'), '.1f')} |"
+            f"| {r['problem']} | {r.get('status')} | {r.get('verdict') or '-'} | {_fmt(r.get('candidate_ms'), '.3f')} | "
+            f"{_fmt(eager, '.3f')} | {best_text} | {_fmt(r.get('speedup_vs_eager'), '.2f')} | "
+            f"{_fmt(r.get('speedup_vs_compile'), '.2f')} | {r.get('iterations', '-')} | {_fmt(r.get('build_s'), '.1f')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -183,7 +368,12 @@ def _sort_key(key: str) -> tuple[str, int, str]:
 def write_summary(
     out: Path, records: Sequence[dict[str, Any]], problems: Sequence[SuiteProblem]
 ) -> dict[str, Any]:
+    """OUT/summary.json (metrics per level and overall) and OUT/table.md (summary + per problem)."""
+    out.mkdir(parents=True, exist_ok=True)
     summary = summarize(records, totals_by_level(problems))
+    summary["generated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    summary["recorded"] = len(records)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "table.md").write_text(results_table(records))
+    text = "# StitchCUDA eval\n\n## Summary\n\n" + summary_table(summary) + "\n\n## Problems\n\n"
+    (out / "table.md").write_text(text + results_table(records))
     return summary

@@ -169,6 +169,7 @@ class TestResult(Artifact):
     eager_ms: float | None = None
     speedup_vs_eager: float | None = None
     seconds: float = Field(0.0, description="wall time of the whole worker run")
+    phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
 
 
 class KernelStat(Artifact):
@@ -213,4 +214,6 @@ class Attempt(Artifact):
     candidate_ms: float | None = None
     speedup_vs_eager: float | None = None
     build_seconds: float = 0.0
+    eval_seconds: float = Field(0.0, description="wall time of the verifier's worker run")
+    phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     summary: str = ""

@@ -77,8 +77,10 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
         help="run StitchCUDA over suites (our evals/suite or a KernelBench checkout's level folders)",
-        description="Run every problem of the suites; records go to OUT/results.jsonl as they finish, "
-        "so a second call with the same --out resumes. Writes OUT/summary.json and OUT/table.md.",
+        description="Run every problem of the suites, then time its PyTorch baselines (eager and "
+        "torch.compile) on the same GPU; records go to OUT/results.jsonl as they finish, so a second call "
+        "with the same --out resumes. Writes OUT/summary.json (metrics per level) and OUT/table.md. "
+        "Arguments after -- go to every `stitchcuda run` (main() splits them off).",
     )
     p.add_argument("suites", nargs="+", help="suite folders (level1/, level2/, ...) or problem files")
     p.add_argument("--out", default="stitchcuda-eval", help="output folder (default: stitchcuda-eval)")
@@ -87,9 +89,22 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
         "--jobs", type=int, default=1, help="problems run at once (builds overlap; GPU work is serialised)"
     )
     p.add_argument("--only", default=None, help="regular expression on level/name, e.g. 'level1/(1|4)_'")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per problem")
-    p.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: extra arguments for each `run`")
-    p.set_defaults(func=cmd_eval)
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per problem run")
+    p.add_argument(
+        "--baselines",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="time eager and torch.compile baselines per problem (default: on when a GPU is present)",
+    )
+    p.add_argument(
+        "--baseline-modes",
+        default="eager,default,max-autotune-no-cudagraphs,reduce-overhead",
+        help="comma list of eager and torch.compile modes to time",
+    )
+    p.add_argument("--baseline-timeout", type=float, default=1800.0, help="seconds per problem's baselines")
+    # A JSON list that replaces `python -m graph.cli` for each problem's run (the tests' scripted policy).
+    p.add_argument("--run-command", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_eval, run_args=[])
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -98,9 +113,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from evals.runner import discover, read_results, results_table, run_suite, write_summary
+    from evals.metrics import summary_table
+    from evals.runner import (
+        DEFAULT_CLI,
+        baseline_config,
+        discover,
+        read_results,
+        results_table,
+        run_suite,
+        write_summary,
+    )
     from tools.problem import ProblemError
 
+    run_args = [a for a in args.run_args if a != "--"]
+    # Parsed without main()'s split at `--`, argparse files the run's arguments as suites.
+    cut = next((i for i, name in enumerate(args.suites) if name.startswith("-")), None)
+    if cut is not None:
+        run_args = [*args.suites[cut:], *run_args]
+        args.suites = args.suites[:cut]
     try:
         problems = discover(args.suites)
     except ProblemError as exc:
@@ -112,38 +142,143 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print("stitchcuda: no problems found", file=sys.stderr)
         return EXIT_BAD_INPUT
     out = Path(args.out)
-    run_args = [a for a in args.run_args if a != "--"]
     if args.policy:
         run_args += ["--policy", args.policy]
+    try:
+        baseline = baseline_config(args.baselines, args.baseline_modes, args.baseline_timeout, run_args)
+        cli = tuple(json.loads(args.run_command)) if args.run_command else DEFAULT_CLI
+    except ValueError as exc:
+        print(f"stitchcuda: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     done = {r["problem"] for r in read_results(out / "results.jsonl")}
-    console = Console(stderr=True)
+    already = len([p for p in problems if p.key in done])
+    console = Console(stderr=True, highlight=False)
+    if already:
+        console.print(
+            f"resuming: {already} of {len(problems)} problems already recorded in {out / 'results.jsonl'}"
+        )
+    console.print(
+        f"baselines: {', '.join(baseline.modes)} on {baseline.device}"
+        if baseline.enabled
+        else "baselines: off"
+    )
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as bar:
-        task = bar.add_task(
-            "eval", total=len(problems), completed=len([p for p in problems if p.key in done])
-        )
+        task = bar.add_task("eval", total=len(problems), completed=already)
 
         def on_done(record: dict[str, Any]) -> None:
             speed = record.get("speedup_vs_eager")
+            versus = record.get("speedup_vs_compile")
             bar.console.print(
                 f"{record['problem']}: {record.get('status')}"
-                + (f" {speed:.2f}x" if speed else "")
+                + (f" {speed:.2f}x vs eager" if speed else "")
+                + (f", {versus:.2f}x vs {record.get('best_compile_mode')}" if versus else "")
+                + (f" [{record['verdict']}]" if record.get("verdict") == "hacked" else "")
                 + f" ({record['seconds']:.0f} s)"
             )
             bar.advance(task)
 
-        records = run_suite(problems, out, run_args, jobs=args.jobs, timeout_s=args.timeout, on_done=on_done)
+        records = run_suite(
+            problems,
+            out,
+            run_args,
+            jobs=args.jobs,
+            timeout_s=args.timeout,
+            on_done=on_done,
+            baseline=baseline,
+            cli=cli,
+        )
     summary = write_summary(out, records, problems)
     print(results_table(records))
+    print(summary_table(summary))
     overall = summary["all"]
-    geo = overall.get("geomean_speedup_vs_eager")
-    print(
-        f"correct {overall['correctness_rate']:.0%} of {overall['problems']}; "
-        f"geomean speedup vs eager {geo:.2f}x"
-        if geo
-        else f"correct {overall['correctness_rate']:.0%}"
-    )
+    geo = overall["vs_eager"]["geomean_speedup"]
+    line = f"\ncorrect {overall['correctness_rate']:.0%} of {overall['problems']}"
+    line += f"; geomean speedup vs eager {geo:.2f}x" if geo else ""
+    geo_c = overall["vs_compile"]["geomean_speedup"]
+    line += f", vs best torch.compile {geo_c:.2f}x" if geo_c else ""
+    print(line + f"; results in {out}")
     return 0
+
+
+def _add_check_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="hack checks of a candidate program: static (source) and dynamic (strict run on a GPU)",
+        description="Print {verdict, findings, operator_coverage} as JSON. Verdict: hacked (any error "
+        "finding), suspicious (any warning, e.g. PyTorch fallbacks), else clean. Exit codes: 0 clean, "
+        "1 suspicious or hacked, 2 bad input. Without a GPU only the static part runs (a finding says so).",
+    )
+    p.add_argument("solution", help="the candidate program (defines ModelNew)")
+    p.add_argument("--problem", required=True, help="its KernelBench-format reference problem")
+    p.add_argument("--static-only", action="store_true", help="only the static checks (no build, no GPU)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds for the dynamic run")
+    p.add_argument("--arch", default=None, help="CUDA architecture to build for (default: the GPU's)")
+    p.add_argument("--perf-trials", type=int, default=30, help="timed calls in the dynamic run")
+    p.add_argument("--sol-ms", type=float, default=None, help="speed-of-light floor of the problem, in ms")
+    p.set_defaults(func=cmd_check)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Static findings always; dynamic ones from a strict worker run when a GPU is here."""
+    from tools import hackcheck
+
+    texts = {}
+    for label, path in (("solution", args.solution), ("problem", args.problem)):
+        try:
+            texts[label] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"stitchcuda: {label} {path}: cannot be read ({exc})", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    findings = hackcheck.static_findings(texts["solution"])
+    coverage = None
+    if not args.static_only:
+        dynamic, coverage = _dynamic_findings(args, texts["problem"], texts["solution"])
+        findings = hackcheck.merge(findings, dynamic)
+    verdict = hackcheck.verdict(findings)
+    print(json.dumps({"verdict": verdict, "findings": findings, "operator_coverage": coverage}, indent=2))
+    return 0 if verdict == "clean" else EXIT_FAILED
+
+
+def _dynamic_findings(
+    args: argparse.Namespace, problem: str, solution: str
+) -> tuple[list[dict[str, str]], float | None]:
+    import torch
+
+    from tools.hackcheck import finding
+
+    if not torch.cuda.is_available():
+        note = "the dynamic checks need a GPU (torch.cuda.is_available() is False); the verdict is the static one"
+        return [finding("dynamic_checks_skipped", "info", note)], None
+    from tools.evaluate import evaluate
+    from tools.protocol import EvalRequest
+
+    request = EvalRequest(
+        action="verify",
+        problem_name=Path(args.problem).stem,
+        problem_source=problem,
+        candidate_source=solution,
+        device="cuda",
+        mode="strict",
+        dynamic_checks=True,
+        perf_trials=args.perf_trials,
+        timeout_s=args.timeout,
+    )
+    if args.arch:
+        request["arch"] = args.arch
+    if args.sol_ms:
+        request["sol_ms"] = args.sol_ms
+    response = evaluate(request, timeout_s=args.timeout)
+    found = list(response.get("findings") or [])
+    status = response.get("status", "crashed")
+    first_line = (response.get("message") or status).splitlines()[0]
+    if status == "wrong_output" and not any(f.get("severity") == "error" for f in found):
+        found.append(finding("fails_strict_check", "error", first_line))
+    elif status not in ("passed", "wrong_output") and not any(f.get("severity") == "error" for f in found):
+        found.append(finding("dynamic_run_failed", "warning", f"{status}: {first_line}"))
+    elif status == "passed":
+        found.append(finding("strict_run", "info", first_line))
+    return found, response.get("operator_coverage")
 
 
 def _add_graph_parser(sub: argparse._SubParsersAction) -> None:
@@ -158,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub)
     _add_eval_parser(sub)
+    _add_check_parser(sub)
     _add_graph_parser(sub)
     for module_name, function in (("rag_corpus.cli", "add_rag_commands"),):
         try:
@@ -304,7 +440,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if "--" in argv:  # `stitchcuda eval SUITE -- --max-iterations 3`: the rest is for each run
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if passthrough:
+        if not hasattr(args, "run_args"):
+            parser.error("arguments after -- are only for `eval`")
+        args.run_args = passthrough
     return int(args.func(args) or 0)
 
 

@@ -56,9 +56,11 @@ class Context:
         metadata={"description": "Where candidates run; 'cpu' only exercises C++-only programs in tests."},
     )
     tolerance_mode: Literal["kernelbench", "strict"] = field(
-        default="kernelbench",
+        default="strict",
         metadata={
-            "description": "Correctness rules: KernelBench's (allclose 1e-4 fp32) or the strict harness."
+            "description": "Evaluation rules: 'strict' (default: cloned and rotated inputs, both call orders, "
+            "poisoned memory, a float64 check, device-wide timing, hack checks) or 'kernelbench' (its exact "
+            "methodology, to compare with published numbers)."
         },
     )
     correctness_trials: int = field(

@@ -29,7 +29,19 @@ from tools.roofline import Ceilings, SpeedOfLight, classify_kernel, speed_of_lig
 from tools.system_profile import format_summary
 
 GEMM_OPS = frozenset(
-    {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "conv1d", "conv2d", "conv3d", "conv_transpose2d"}
+    {
+        "linear",
+        "matmul",
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "einsum",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose2d",
+    }
 )
 TOP_FINDINGS_CITED = 3
 NOTES_PER_FINDING = 2
@@ -73,8 +85,8 @@ class Finding:
     kernel: str = ""
 
     def query(self) -> str:
-        """The retrieval query: bottleneck name, symptoms and metric names; never code."""
-        parts = [self.rule.replace("-", " ") + ": " + self.title]
+        """The retrieval query: bottleneck name, symptoms and metric names (no code, no kernel names)."""
+        parts = [self.rule.replace("-", " ")]
         if self.symptoms:
             parts.append("Symptoms: " + "; ".join(self.symptoms))
         if self.metrics:
@@ -119,7 +131,7 @@ class Diagnosis:
     def summary(self) -> str:
         """One line: the main bottleneck and where the program stands against SOL."""
         pct = self.pct_of_sol
-        stand = f"{pct:.0f}% of SOL" if pct is not None else "SOL unknown"
+        stand = f"{pct_text(pct)} of SOL" if pct is not None else "SOL unknown"
         top = self.top
         if top is None:
             return f"no bottleneck found in the profile ({stand})"
@@ -145,7 +157,10 @@ class Diagnosis:
         if others:
             lines.append("Other findings, ranked:")
             for f in others:
-                lines.append(f"  - {f.title} [rule {f.rule}, ~{f.impact:.0%}]" + (f": {f.evidence_text()}" if f.evidence else ""))
+                lines.append(
+                    f"  - {f.title} [rule {f.rule}, ~{f.impact:.0%}]"
+                    + (f": {f.evidence_text()}" if f.evidence else "")
+                )
         lines += [f"Note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -204,11 +219,24 @@ class _Facts:
 
 
 def _wall_ms(evidence: Evidence, test: TestResult | None) -> float | None:
+    """One forward's time: the verifier's timing, else the timeline's wall time, else device time."""
     if test is not None and test.candidate_ms:
         return test.candidate_ms
     if evidence.system_ok:
         return evidence.system.get("wall_ms")  # type: ignore[union-attr]
-    return evidence.profile.device_ms if evidence.profile else None
+    if evidence.profile is not None:
+        return evidence.profile.device_ms
+    ncu = evidence.ncu
+    if ncu is not None and ncu.ok and not ncu.truncated:
+        return sum(k.duration_ns or 0.0 for k in ncu.kernels) / 1e6 or None
+    return None
+
+
+def pct_text(pct: float | None) -> str:
+    """'93%' or '0.11%': two significant digits below 10%."""
+    if pct is None:
+        return "SOL unknown"
+    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%"
 
 
 def _device_ms(evidence: Evidence) -> float | None:
@@ -257,14 +285,21 @@ def _launch_bound(facts: _Facts) -> list[Finding]:
             "copy inputs in, clone the output): one launch instead of "
             f"{kernels:g}."
         )
-        advice.append(f"Fuse the {kernels:g} short kernels into fewer, longer ones so each launch does more work.")
+        advice.append(
+            f"Fuse the {kernels:g} short kernels into fewer, longer ones so each launch does more work."
+        )
     return [
         Finding(
             rule="launch-bound",
             title=f"launch-bound: the GPU is idle {idle:.0%} of the forward around {kernels:g} kernel launches",
             impact=0.9 * idle,
             evidence=evidence,
-            symptoms=["GPU idle between kernels", "many short kernels", "launch overhead dominates", "low GPU busy"],
+            symptoms=[
+                "GPU idle between kernels",
+                "many short kernels",
+                "launch overhead dominates",
+                "low GPU busy",
+            ],
             metrics=["gpu busy %", "launch gaps", "kernels per forward", "mean kernel duration"],
             advice=advice,
         )
@@ -288,7 +323,12 @@ def _host_syncs(facts: _Facts) -> list[Finding]:
             rule="host-sync",
             title=f"host synchronisation inside the forward: {count:g} sync(s) and {dtoh:g} device-to-host copies per forward",
             impact=min(0.9, max(0.1, idle)),
-            evidence={"syncs_per_forward": count, "calls": calls, "dtoh_copies": dtoh, "gpu_busy_pct": system.get("gpu_busy_pct")},
+            evidence={
+                "syncs_per_forward": count,
+                "calls": calls,
+                "dtoh_copies": dtoh,
+                "gpu_busy_pct": system.get("gpu_busy_pct"),
+            },
             symptoms=[
                 "host synchronization inside forward",
                 "cudaStreamSynchronize or .item() or .cpu() calls",
@@ -320,7 +360,12 @@ def _transfers(facts: _Facts) -> list[Finding]:
             title=f"host<->device copies inside the forward: {nbytes / 1e6:.3g} MB in {ms:.3g} ms per forward",
             impact=min(0.9, max(0.05, ms / facts.wall_ms)),
             evidence={k: f"{v['count']:g}x {v['bytes'] / 1e6:.3g} MB" for k, v in moved.items()},
-            symptoms=["host to device copies in forward", "PCIe transfers", "pageable memcpy", "tensor created on the CPU"],
+            symptoms=[
+                "host to device copies in forward",
+                "PCIe transfers",
+                "pageable memcpy",
+                "tensor created on the CPU",
+            ],
             metrics=["memcpy HtoD bytes", "memcpy DtoH bytes", "cuda_gpu_mem_size_sum"],
             advice=[
                 "Create constants and scratch tensors on the GPU once (in __init__ or cached), never per forward; "
@@ -354,7 +399,11 @@ def _redundant_passes(facts: _Facts) -> list[Finding]:
                     "ratio": round(ratio, 2),
                     "kernels": len(ncu.kernels),
                 },
-                symptoms=["redundant passes over memory", "intermediate tensors written and read back", "DRAM bytes exceed the minimum"],
+                symptoms=[
+                    "redundant passes over memory",
+                    "intermediate tensors written and read back",
+                    "DRAM bytes exceed the minimum",
+                ],
                 metrics=["dram__bytes_read.sum", "dram__bytes_write.sum", "minimum bytes"],
                 advice=[
                     "Fuse the kernels that read and write the same data into one pass (keep intermediates in "
@@ -368,7 +417,13 @@ def _redundant_passes(facts: _Facts) -> list[Finding]:
 
 def _tensor_cores(facts: _Facts) -> list[Finding]:
     plan, sol = facts.plan, facts.sol
-    if plan is None or sol is None or not plan.total_flops or sol.bound != "compute" or not facts.evidence.on_gpu:
+    if (
+        plan is None
+        or sol is None
+        or not plan.total_flops
+        or sol.bound != "compute"
+        or not facts.evidence.on_gpu
+    ):
         return []
     gemm_flops = sum(o.flops for o in plan.ops if o.op in GEMM_OPS)
     share = gemm_flops / plan.total_flops
@@ -387,7 +442,7 @@ def _tensor_cores(facts: _Facts) -> list[Finding]:
         evidence["fma_pipe_pct"] = max(fma)
     if facts.precision == "fp32":
         title = "GEMM-heavy problem on the FP32 pipes: tensor cores need TF32/BF16, which the fp32 tolerance excludes"
-        impact = 0.25 * time_share
+        impact = 0.15 * time_share
         advice = [
             "Keep plain fp32 (TF32 alone fails 1e-4): make the GEMM reach the SGEMM ceiling (cuBLASLt with "
             "an epilogue, tiles in shared memory, register blocking); a split-precision 3xTF32 product can use "
@@ -396,14 +451,21 @@ def _tensor_cores(facts: _Facts) -> list[Finding]:
     else:
         title = f"GEMM-heavy problem not using the tensor cores although {facts.precision} allows them"
         impact = 0.7 * time_share
-        advice = [f"Run the GEMMs on the tensor cores in {facts.precision} (cuBLASLt compute type, WMMA/wgmma)."]
+        advice = [
+            f"Run the GEMMs on the tensor cores in {facts.precision} (cuBLASLt compute type, WMMA/wgmma)."
+        ]
     return [
         Finding(
             rule="no-tensor-cores",
             title=title,
             impact=impact,
             evidence=evidence,
-            symptoms=["GEMM on FP32 pipes", "no tensor core usage", "tensor pipe idle", "compute-bound matmul"],
+            symptoms=[
+                "GEMM on FP32 pipes",
+                "no tensor core usage",
+                "tensor pipe idle",
+                "compute-bound matmul",
+            ],
             metrics=[TENSOR_METRIC, "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
             advice=advice,
         )
@@ -415,7 +477,11 @@ TENSOR_METRIC = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained
 _STALL_ADVICE = {
     "long_scoreboard": (
         "memory latency not hidden (long_scoreboard stalls)",
-        ["stall_long_scoreboard dominant", "warps waiting on global memory loads", "high memory latency not hidden"],
+        [
+            "stall_long_scoreboard dominant",
+            "warps waiting on global memory loads",
+            "high memory latency not hidden",
+        ],
         "Put more bytes in flight per thread: vector (128-bit) loads, several independent loads before first use, "
         "or a cp.async/TMA prefetch of the next tile.",
     ),
@@ -452,30 +518,47 @@ _STALL_ADVICE = {
 }
 
 
+@dataclass
+class _Kernel:
+    """One kernel group as the kernel rules see it."""
+
+    k: KernelMetrics
+    name: str
+    cls: str
+    kernel_share: float  # of the profiled kernel time
+    share: float  # of the forward (kernel share x busy fraction)
+
+    @property
+    def where(self) -> str:
+        return f"in {self.name} ({self.kernel_share:.0%} of kernel time)"
+
+
 def _kernel_rules(facts: _Facts) -> list[Finding]:
     findings: list[Finding] = []
     for group in facts.groups:
         if group["share"] < MIN_KERNEL_SHARE:
             continue
         k: KernelMetrics = group["exemplar"]
-        share = group["share"] * facts.busy_fraction  # of the forward
-        name = k.base_name or k.name
-        where = f"in {name} ({group['share']:.0%} of kernel time)"
-        findings += _coalescing(k, share, name, where)
-        findings += _bank_conflicts(k, share, name, where)
-        findings += _occupancy(k, share, name, where, group["class"])
-        findings += _spills(k, share, name, where)
-        findings += _divergence(k, share, name, where)
-        findings += _class_finding(k, share, name, where, group["class"])
+        kernel = _Kernel(
+            k, k.base_name or k.name, group["class"], group["share"], group["share"] * facts.busy_fraction
+        )
+        for rule in (_coalescing, _bank_conflicts, _occupancy, _spills, _divergence, _class_finding):
+            findings += rule(kernel)
     return findings
 
 
-def _coalescing(k: KernelMetrics, share: float, name: str, where: str) -> list[Finding]:
+_COALESCING = (
+    ("load", "ld"),
+    ("store", "st"),
+)
+
+
+def _coalescing(kernel: _Kernel) -> list[Finding]:
+    k = kernel.k
     candidates = []
-    for kind, pct, spr, sectors, requests in (
-        ("load", k.global_load_bytes_per_sector_pct, k.global_load_sectors_per_request, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"),
-        ("store", k.global_store_bytes_per_sector_pct, k.global_store_sectors_per_request, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"),
-    ):  # fmt: skip
+    for kind, op in _COALESCING:
+        pct = getattr(k, f"global_{kind}_bytes_per_sector_pct")
+        spr = getattr(k, f"global_{kind}_sectors_per_request")
         if pct is not None:
             efficiency = pct / 100.0
         elif spr is not None and spr > 16.5:  # a fully coalesced 128-bit warp access is 16 sectors
@@ -483,10 +566,10 @@ def _coalescing(k: KernelMetrics, share: float, name: str, where: str) -> list[F
         else:
             continue
         if efficiency < 0.6:
-            candidates.append((efficiency, kind, pct, spr, sectors, requests))
+            candidates.append((efficiency, kind, op, pct, spr))
     if not candidates:
         return []
-    efficiency, kind, pct, spr, sectors, requests = min(candidates)
+    efficiency, kind, op, pct, spr = min(candidates)
     evidence: dict[str, Any] = {}
     if pct is not None:
         evidence[f"global_{kind}_bytes_used_per_sector_pct"] = pct
@@ -495,68 +578,94 @@ def _coalescing(k: KernelMetrics, share: float, name: str, where: str) -> list[F
     return [
         Finding(
             rule="uncoalesced-access",
-            title=f"uncoalesced global {kind}s {where}: {efficiency:.0%} of each fetched sector is used",
-            impact=share * (1.0 - efficiency) * 0.8,
+            title=f"uncoalesced global {kind}s {kernel.where}: {efficiency:.0%} of each fetched sector is used",
+            impact=kernel.share * (1.0 - efficiency) * 0.8,
             evidence=evidence,
-            symptoms=["uncoalesced global memory access", "many sectors per request", "low bytes used per sector", "strided access"],
-            metrics=[sectors, requests, f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{kind[:2] if kind == 'load' else 'st'}.pct".replace("_lo.", "_ld.")],
+            symptoms=[
+                "uncoalesced global memory access",
+                "many sectors per request",
+                "low bytes used per sector",
+                "strided access",
+            ],
+            metrics=[
+                f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum",
+                f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum",
+                f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.pct",
+            ],
             advice=[
-                f"Make consecutive threads of a warp touch consecutive addresses in {name}'s global {kind}s "
+                f"Make consecutive threads of a warp touch consecutive addresses in {kernel.name}'s global {kind}s "
                 "(thread index on the fastest-moving dimension); stage transposes or strided gathers through "
                 "shared memory so both the global read and write are coalesced."
             ],
-            kernel=name,
+            kernel=kernel.name,
         )
     ]
 
 
-def _bank_conflicts(k: KernelMetrics, share: float, name: str, where: str) -> list[Finding]:
-    ratio = k.bank_conflict_ratio
+def _bank_conflicts(kernel: _Kernel) -> list[Finding]:
+    k = kernel.k
+    ratio = k.bank_conflict_ratio  # share of shared-memory wavefronts that are conflict replays
     wavefronts = (k.shared_load_wavefronts or 0.0) + (k.shared_store_wavefronts or 0.0)
     if ratio is None or ratio < 0.2 or wavefronts < 1000:
         return []
     return [
         Finding(
             rule="bank-conflicts",
-            title=f"shared-memory bank conflicts {where}: {ratio:.0%} extra wavefronts",
-            impact=share * min(0.6, ratio / (1.0 + ratio)),
+            title=f"shared-memory bank conflicts {kernel.where}: {ratio:.0%} of shared wavefronts are conflict replays",
+            impact=kernel.share * ratio * 0.8,
             evidence={
-                "bank_conflicts": (k.shared_load_bank_conflicts or 0.0) + (k.shared_store_bank_conflicts or 0.0),
+                "bank_conflicts": (k.shared_load_bank_conflicts or 0.0)
+                + (k.shared_store_bank_conflicts or 0.0),
                 "shared_wavefronts": wavefronts,
-                "conflict_ratio": round(ratio, 3),
+                "conflict_share": round(ratio, 3),
             },
-            symptoms=["shared memory bank conflicts", "many wavefronts per shared load", "mio throttle stalls"],
+            symptoms=[
+                "shared memory bank conflicts",
+                "many wavefronts per shared load",
+                "mio throttle stalls",
+            ],
             metrics=[
                 "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                 "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
                 "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
             ],
             advice=[
-                f"Pad {name}'s shared-memory tile by one element per row (or swizzle the column index) so a warp's "
-                "column accesses fall in 32 different banks."
+                f"Pad {kernel.name}'s shared-memory tile by one element per row (or swizzle the column index) so a "
+                "warp's column accesses fall in 32 different banks."
             ],
-            kernel=name,
+            kernel=kernel.name,
         )
     ]
 
 
-def _occupancy(k: KernelMetrics, share: float, name: str, where: str, cls: str) -> list[Finding]:
+def _occupancy(kernel: _Kernel) -> list[Finding]:
+    k = kernel.k
     theoretical, limiter = k.theoretical_occupancy_pct, k.occupancy_limiter
-    if theoretical is None or theoretical >= 50.0 or limiter not in ("registers", "shared_mem") or cls == "compute-bound":
+    if theoretical is None or theoretical >= 50.0 or limiter not in ("registers", "shared_mem"):
         return []
+    if kernel.cls == "compute-bound":
+        return []
+    impact = kernel.share * (1.0 - theoretical / 100.0) * 0.5
     if limiter == "registers":
         return [
             Finding(
                 rule="low-occupancy-registers",
-                title=f"low occupancy from register pressure {where}: {theoretical:.0f}% theoretical at {k.registers_per_thread or 0:.0f} registers/thread",
-                impact=share * (1.0 - theoretical / 100.0) * 0.5,
+                title=(
+                    f"low occupancy from register pressure {kernel.where}: {theoretical:.0f}% theoretical at "
+                    f"{k.registers_per_thread or 0:.0f} registers/thread"
+                ),
+                impact=impact,
                 evidence={
                     "registers_per_thread": k.registers_per_thread,
                     "theoretical_occupancy_pct": theoretical,
                     "achieved_occupancy_pct": k.achieved_occupancy_pct,
                     "block_limit_registers": k.limit_registers,
                 },
-                symptoms=["low theoretical occupancy", "occupancy limited by registers", "high registers per thread"],
+                symptoms=[
+                    "low theoretical occupancy",
+                    "occupancy limited by registers",
+                    "high registers per thread",
+                ],
                 metrics=[
                     "launch__registers_per_thread",
                     "launch__occupancy_limit_registers",
@@ -564,39 +673,47 @@ def _occupancy(k: KernelMetrics, share: float, name: str, where: str, cls: str) 
                     "sm__warps_active.avg.pct_of_peak_sustained_active",
                 ],
                 advice=[
-                    f"Cap {name}'s registers (__launch_bounds__ with a minimum of blocks per SM, or fewer live values per "
-                    "thread) until more warps fit, and check that no spills appear."
+                    f"Cap {kernel.name}'s registers (__launch_bounds__ with a minimum of blocks per SM, or fewer live "
+                    "values per thread) until more warps fit, and check that no spills appear."
                 ],
-                kernel=name,
+                kernel=kernel.name,
             )
         ]
     return [
         Finding(
             rule="low-occupancy-shared-memory",
-            title=f"low occupancy from shared memory {where}: {theoretical:.0f}% theoretical at {(k.shared_mem_per_block or 0) / 1024:.0f} KiB/block",
-            impact=share * (1.0 - theoretical / 100.0) * 0.5,
+            title=(
+                f"low occupancy from shared memory {kernel.where}: {theoretical:.0f}% theoretical at "
+                f"{(k.shared_mem_per_block or 0) / 1024:.0f} KiB/block"
+            ),
+            impact=impact,
             evidence={
                 "shared_mem_per_block": k.shared_mem_per_block,
                 "theoretical_occupancy_pct": theoretical,
                 "achieved_occupancy_pct": k.achieved_occupancy_pct,
                 "block_limit_shared_mem": k.limit_shared_mem,
             },
-            symptoms=["low theoretical occupancy", "occupancy limited by shared memory", "large shared memory per block"],
+            symptoms=[
+                "low theoretical occupancy",
+                "occupancy limited by shared memory",
+                "large shared memory per block",
+            ],
             metrics=[
                 "launch__shared_mem_per_block_dynamic",
                 "launch__occupancy_limit_shared_mem",
                 "sm__maximum_warps_per_active_cycle_pct",
             ],
             advice=[
-                f"Shrink {name}'s shared-memory tile or stage count, or opt in to the larger carve-out "
+                f"Shrink {kernel.name}'s shared-memory tile or stage count, or opt in to the larger carve-out "
                 "(cudaFuncAttributeMaxDynamicSharedMemorySize) so two or more blocks fit per SM."
             ],
-            kernel=name,
+            kernel=kernel.name,
         )
     ]
 
 
-def _spills(k: KernelMetrics, share: float, name: str, where: str) -> list[Finding]:
+def _spills(kernel: _Kernel) -> list[Finding]:
+    k = kernel.k
     local = k.local_sectors
     global_sectors = (k.global_load_sectors or 0.0) + (k.global_store_sectors or 0.0)
     if not local or local < 0.01 * max(global_sectors, 1.0):
@@ -605,72 +722,102 @@ def _spills(k: KernelMetrics, share: float, name: str, where: str) -> list[Findi
     return [
         Finding(
             rule="register-spills",
-            title=f"register spills to local memory {where}: {ratio:.1%} of the global sectors",
-            impact=share * min(0.5, 2.0 * ratio),
-            evidence={"local_sectors": local, "global_sectors": global_sectors, "registers_per_thread": k.registers_per_thread},
+            title=f"register spills to local memory {kernel.where}: local traffic is {ratio:.1%} of the global sectors",
+            impact=kernel.share * min(0.5, 2.0 * ratio),
+            evidence={
+                "local_sectors": local,
+                "global_sectors": global_sectors,
+                "registers_per_thread": k.registers_per_thread,
+            },
             symptoms=["register spills", "local memory traffic", "long scoreboard stalls on local memory"],
-            metrics=["l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"],
+            metrics=[
+                "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",
+                "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
+            ],
             advice=[
-                f"Remove {name}'s spills: no dynamically indexed per-thread arrays, fewer live values, and no "
+                f"Remove {kernel.name}'s spills: no dynamically indexed per-thread arrays, fewer live values, and no "
                 "register cap tighter than the kernel needs (check nvcc -Xptxas -v)."
             ],
-            kernel=name,
+            kernel=kernel.name,
         )
     ]
 
 
-def _divergence(k: KernelMetrics, share: float, name: str, where: str) -> list[Finding]:
-    uniform = k.branch_uniformity_pct
+def _divergence(kernel: _Kernel) -> list[Finding]:
+    uniform = kernel.k.branch_uniformity_pct
     if uniform is None or uniform >= 80.0:
         return []
     return [
         Finding(
             rule="warp-divergence",
-            title=f"warp divergence {where}: {uniform:.0f}% of branches are uniform across the warp",
-            impact=share * (1.0 - uniform / 100.0) * 0.5,
+            title=f"warp divergence {kernel.where}: {uniform:.0f}% of branches are uniform across the warp",
+            impact=kernel.share * (1.0 - uniform / 100.0) * 0.5,
             evidence={"branch_uniformity_pct": uniform},
             symptoms=["warp divergence", "low branch efficiency", "threads of a warp take different paths"],
             metrics=["smsp__sass_average_branch_targets_threads_uniform.pct"],
-            advice=[f"Make {name}'s branches uniform per warp (select with arithmetic, or sort work so a warp takes one path)."],
-            kernel=name,
+            advice=[
+                f"Make {kernel.name}'s branches uniform per warp (select with arithmetic, or order the work so a "
+                "warp takes one path)."
+            ],
+            kernel=kernel.name,
         )
     ]
 
 
-def _class_finding(k: KernelMetrics, share: float, name: str, where: str, cls: str) -> list[Finding]:
+def _class_finding(kernel: _Kernel) -> list[Finding]:
     """What the kernel's boundedness itself says: at the bandwidth roof, compute-bound, or latency-bound."""
+    k, name = kernel.k, kernel.name
     dram = k.dram_throughput_pct
     sm = k.sm_throughput_pct or 0.0
     memory = k.memory_throughput_pct if k.memory_throughput_pct is not None else (dram or 0.0)
-    stalls = k.top_stalls(1)
-    if cls == "memory-bound":
+    if kernel.cls == "memory-bound":
         return [
             Finding(
                 rule="memory-bound",
-                title=f"{name} is memory-bound at {memory:.0f}% of peak memory throughput ({group_share(where)})",
-                impact=share * max(0.05, 1.0 - memory / 100.0) * 0.5,
-                evidence={"memory_throughput_pct": memory, "dram_throughput_pct": dram, "sm_throughput_pct": sm},
+                title=f"{name} is memory-bound at {memory:.0f}% of peak memory throughput ({kernel.kernel_share:.0%} of kernel time)",
+                impact=kernel.share * max(0.05, 1.0 - memory / 100.0) * 0.5,
+                evidence={
+                    "memory_throughput_pct": memory,
+                    "dram_throughput_pct": dram,
+                    "sm_throughput_pct": sm,
+                },
                 symptoms=["memory-bound kernel", "DRAM bandwidth near peak", "only fewer bytes help"],
-                metrics=["dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"],
-                advice=[f"{name} is at the bandwidth roof: only moving fewer bytes helps (fuse its producer or consumer, read inputs once)."],
+                metrics=[
+                    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                ],
+                advice=[
+                    f"{name} is at the bandwidth roof: only moving fewer bytes helps (fuse its producer or "
+                    "consumer into it, read each input once)."
+                ],
                 kernel=name,
             )
         ]
-    if cls == "compute-bound":
+    if kernel.cls == "compute-bound":
         return [
             Finding(
                 rule="compute-bound",
-                title=f"{name} is compute-bound at {sm:.0f}% of SM throughput ({group_share(where)})",
-                impact=share * max(0.05, 1.0 - sm / 100.0) * 0.5,
-                evidence={"sm_throughput_pct": sm, "fma_pipe_pct": k.fma_pipe_pct, "issue_active_pct": k.issue_active_pct},
+                title=f"{name} is compute-bound at {sm:.0f}% of SM throughput ({kernel.kernel_share:.0%} of kernel time)",
+                impact=kernel.share * max(0.05, 1.0 - sm / 100.0) * 0.5,
+                evidence={
+                    "sm_throughput_pct": sm,
+                    "fma_pipe_pct": k.fma_pipe_pct,
+                    "issue_active_pct": k.issue_active_pct,
+                },
                 symptoms=["compute-bound kernel", "FMA pipe busy", "instruction issue limited"],
-                metrics=["sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
-                advice=[f"Cut {name}'s instruction count (fewer index computations, fused multiply-adds, register blocking)."],
+                metrics=[
+                    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+                ],
+                advice=[
+                    f"Cut {name}'s instruction count (fewer index computations, fused multiply-adds, register blocking)."
+                ],
                 kernel=name,
             )
         ]
-    if cls != "latency-bound":
+    if kernel.cls != "latency-bound":
         return []
+    stalls = k.top_stalls(1)
     reason = stalls[0][0] if stalls else ""
     label, symptoms, advice = _STALL_ADVICE.get(
         reason,
@@ -680,35 +827,40 @@ def _class_finding(k: KernelMetrics, share: float, name: str, where: str, cls: s
             "Give the GPU more independent work: more blocks or more work per thread, and fewer dependent steps.",
         ),
     )
-    evidence: dict[str, Any] = {"sm_throughput_pct": sm, "memory_throughput_pct": memory, "duration_us": (k.duration_ns or 0) / 1e3}
+    evidence: dict[str, Any] = {
+        "sm_throughput_pct": sm,
+        "memory_throughput_pct": memory,
+        "duration_us": round((k.duration_ns or 0) / 1e3, 3),
+    }
     if stalls:
         evidence["top_stall"] = f"{stalls[0][0]} ({stalls[0][2]:.0%} of stalls)"
-    if k.waves_per_sm is not None:
-        evidence["waves_per_sm"] = k.waves_per_sm
-    metrics = ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"]
+    metrics = [
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    ]
     if reason:
         metrics.insert(0, f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio")
     extra = []
     if k.waves_per_sm is not None and k.waves_per_sm < 1.0:
+        evidence["waves_per_sm"] = k.waves_per_sm
         symptoms = [*symptoms, "small grid", "fewer blocks than SMs"]
         metrics.append("launch__waves_per_multiprocessor")
-        extra.append(f"{name} launches {k.waves_per_sm:.2f} waves: use more, smaller blocks (or split-K / split the rows) to fill all SMs.")
+        extra.append(
+            f"{name} launches {k.waves_per_sm:.2f} waves: use more, smaller blocks (or split the rows or K) "
+            "to fill every SM."
+        )
     return [
         Finding(
             rule="latency-bound",
-            title=f"{name} is latency-bound: {label} {where}",
-            impact=share * (1.0 - max(sm, memory) / 100.0) * 0.6,
+            title=f"{name} is latency-bound: {label} {kernel.where}",
+            impact=kernel.share * (1.0 - max(sm, memory) / 100.0) * 0.6,
             evidence=evidence,
-            symptoms=symptoms,
+            symptoms=list(symptoms),
             metrics=metrics,
             advice=[*extra, advice],
             kernel=name,
         )
     ]
-
-
-def group_share(where: str) -> str:
-    return where.removeprefix("in ")
 
 
 def _sol_gap(facts: _Facts) -> list[Finding]:
@@ -726,11 +878,18 @@ def _sol_gap(facts: _Facts) -> list[Finding]:
     return [
         Finding(
             rule="sol-gap",
-            title=f"{pct:.0f}% of speed of light for a {bound}-bound problem",
+            title=f"{pct_text(pct)} of speed of light for a {bound}-bound problem",
             impact=0.3 * max(0.0, 1.0 - pct / 100.0),
-            evidence={"measured_ms": facts.wall_ms, "sol_ms": round(sol.sol_ms, 6), "pct_of_sol": round(pct, 1)},
+            evidence={
+                "measured_ms": facts.wall_ms,
+                "sol_ms": round(sol.sol_ms, 6),
+                "pct_of_sol": round(pct, 1),
+            },
             symptoms=symptoms,
-            metrics=["dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__throughput.avg.pct_of_peak_sustained_elapsed"],
+            metrics=[
+                "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+            ],
             advice=[
                 f"The {bound} ceiling allows {sol.sol_ms:.4g} ms; work on the largest kernel until its "
                 f"{'DRAM' if bound == 'memory' else 'SM'} throughput is near peak."
@@ -750,7 +909,9 @@ def _no_gpu(facts: _Facts) -> list[Finding]:
             evidence={"device": facts.evidence.device or "unknown"},
             symptoms=["no GPU profile"],
             metrics=[],
-            advice=["Profile on the GPU to get a diagnosis; meanwhile follow the plan's fusion groups and host plan."],
+            advice=[
+                "Profile on the GPU to get a diagnosis; meanwhile follow the plan's fusion groups and host plan."
+            ],
         )
     ]
 
@@ -857,7 +1018,9 @@ class Guidance:
     error: str = ""
 
 
-def retrieve_guidance(diagnosis: Diagnosis, retriever: Retriever | None = None, k: int = NOTES_PER_FINDING) -> Guidance:
+def retrieve_guidance(
+    diagnosis: Diagnosis, retriever: Retriever | None = None, k: int = NOTES_PER_FINDING
+) -> Guidance:
     """Query the store once per top finding with its diagnosis text; failures leave the advice uncited."""
     retriever = retriever or default_retriever
     guidance = Guidance()
@@ -919,4 +1082,6 @@ def merge_advice(diagnosed: Feedback, advice: Feedback | None, *, policy_read_di
     suggestions += [s for s in second.suggestions if s not in suggestions]
     evidence = "\n".join(e for e in (diagnosed.evidence, advice.evidence) if e)
     sources = list(dict.fromkeys([*diagnosed.sources, *advice.sources]))
-    return Feedback(kind="optimize", summary=first.summary, evidence=evidence, suggestions=suggestions, sources=sources)
+    return Feedback(
+        kind="optimize", summary=first.summary, evidence=evidence, suggestions=suggestions, sources=sources
+    )

@@ -1,22 +1,152 @@
-"""Profile node: profile the passing candidate and turn the evidence into optimisation advice."""
+"""Profile node: profile the passing candidate, diagnose it, and turn the evidence into cited advice.
+
+What runs, in order:
+1. the worker's `profile` action (torch profiler; always: it is the fallback and says whether a GPU
+   ran the candidate);
+2. on a GPU, unless STITCHCUDA_PROFILERS=torch: the system profile (`tools.system_profile`: Nsight
+   Systems when present, else the PyTorch profiler's timeline) and Nsight Compute per kernel
+   (`tools.ncu`), each in its own process and each allowed to fail with a reason; the reference is
+   profiled once per run the same way and kept as `reference_profile`;
+3. speed of light from the plan's FLOPs and bytes and the device's ceilings (`tools.roofline`);
+4. the diagnosis (`nodes.diagnosis`): ranked findings, guidance retrieved with the diagnosis text,
+   a Feedback whose suggestions cite the notes;
+5. the policy's own advice (`advise`), given the diagnosis and the notes when it accepts them, merged
+   into the Feedback that reaches the coder.
+With `Context.out_dir` set, the whole evidence is also written to out_dir/profiles/candidate-N.json.
+"""
 
 from __future__ import annotations
 
+import inspect
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.artifacts import Candidate, Feedback, Plan, Task, TestResult
+from graph.artifacts import Candidate, Feedback, KernelStat, Plan, Profile, Task, TestResult
 from graph.context import Context
 from graph.policy import PolicyUnavailableError, get_policy
 from graph.state import State
+from nodes import diagnosis
 from nodes.timing import charged
 from nodes.worker_client import eval_request, run_worker, to_profile
+
+# "auto" (default): the nsys/torch timeline and ncu on a GPU; "torch": the worker's profile only.
+PROFILERS_ENV = "STITCHCUDA_PROFILERS"
+NCU_LAUNCHES_ENV = "STITCHCUDA_NCU_LAUNCHES"
+
+
+def profilers_mode() -> str:
+    mode = os.environ.get(PROFILERS_ENV, "auto").strip().lower()
+    return mode if mode in ("auto", "torch") else "auto"
+
+
+def profile_from_system(summary: dict[str, Any]) -> Profile:
+    """A Profile artifact from a system summary (nsys or torch-profiler timeline)."""
+    top = [
+        KernelStat(
+            name=str(k.get("name", "")),
+            calls=int(round(float(k.get("calls", 0)))),
+            total_ms=float(k.get("total_ms", 0.0)),
+            share=float(k.get("share", 0.0)),
+        )
+        for k in summary.get("top_kernels", [])
+    ]
+    from tools.system_profile import format_summary
+
+    return Profile(
+        source=str(summary.get("source", "nsys")),
+        device_ms=float(summary.get("device_ms", 0.0) or 0.0),
+        kernel_count=int(round(float(summary.get("kernel_count", 0) or 0))),
+        own_kernel_share=float(summary.get("own_kernel_share", 0.0) or 0.0),
+        top=top,
+        summary=format_summary(summary),
+    )
+
+
+def precision_of(task: Task) -> str:
+    """The precision the problem is held to: the harness pins TF32 off, so fp32 data means plain fp32."""
+    from tools.roofline import precision_mode
+
+    dtype = next((spec.dtype for spec in task.inputs if spec is not None), "float32")
+    return precision_mode(dtype, allow_tf32=False)
+
+
+def _tool_options(context: Context) -> dict[str, Any]:
+    return {"arch": context.gpu_arch, "timeout_s": context.eval_timeout_s}
+
+
+def reference_system_profile(task: Task, context: Context) -> dict[str, Any]:
+    """The reference's system summary (the planner's view of eager PyTorch), with the same tool."""
+    from tools.system_profile import system_profile
+
+    return system_profile(task.source, None, **_tool_options(context))
+
+
+def gpu_evidence(
+    task: Task, candidate: Candidate, context: Context, evidence: diagnosis.Evidence, need_reference: bool
+) -> None:
+    """Fill in the system profile and the NCU records of the candidate (and the reference's timeline)."""
+    from tools import ncu
+    from tools.system_profile import system_profile
+
+    options = _tool_options(context)
+    evidence.system = system_profile(task.source, candidate.source, **options)
+    launches = int(os.environ.get(NCU_LAUNCHES_ENV, ncu.DEFAULT_LAUNCH_COUNT))
+    evidence.ncu = ncu.profile_kernels(task.source, candidate.source, launch_count=launches, **options)
+    if need_reference:
+        evidence.reference_system = reference_system_profile(task, context)
+
+
+def _accepts(method: Any, name: str) -> bool:
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def policy_advice(
+    context: Context,
+    task: Task,
+    plan: Plan,
+    candidate: Candidate,
+    test: TestResult,
+    profile: Profile,
+    diagnosis_text: str,
+    notes: list[str],
+) -> tuple[Feedback | None, bool, str]:
+    """(advice, whether the policy read the diagnosis, a log line when it gave none)."""
+    policy = get_policy(context)
+    kwargs: dict[str, Any] = {}
+    if _accepts(policy.advise, "diagnosis"):
+        kwargs["diagnosis"] = diagnosis_text
+    if _accepts(policy.advise, "notes"):
+        kwargs["notes"] = notes
+    try:
+        return policy.advise(task, plan, candidate, test, profile, **kwargs), "diagnosis" in kwargs, ""
+    except PolicyUnavailableError as exc:
+        return None, False, f"no policy advice: the verifier is unavailable ({exc})"
+
+
+def _ceilings(device: str, on_gpu: bool) -> Any:
+    from tools.roofline import device_ceilings
+
+    return device_ceilings(device if on_gpu else None, measure=on_gpu)
+
+
+def write_report(out_dir: str, candidate: Candidate, report: dict[str, Any]) -> Path:
+    path = Path(out_dir) / "profiles" / f"candidate-{candidate.id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1, default=str))
+    return path
 
 
 @charged
 def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Profile the candidate in the worker; the policy's verifier role turns it into Feedback."""
+    """Profile the candidate, diagnose it, retrieve guidance and give the coder one cited Feedback."""
     context = runtime.context
     task = Task.model_validate(state["task"])
     plan = Plan.model_validate(state["plan"])
@@ -33,13 +163,51 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "log": [f"profiler: no profile for candidate {candidate.id}: {reason}"],
         }
     profile = to_profile(response["profile"])
-    try:
-        feedback = get_policy(context).advise(task, plan, candidate, test, profile)
-    except PolicyUnavailableError as exc:
-        feedback = Feedback(kind="optimize", summary=f"no advice: the verifier is unavailable ({exc})")
+    device = str(response.get("device", "") or "")
+    evidence = diagnosis.Evidence(profile=profile, device=device)
+    update: dict[str, Any] = {}
+    log: list[str] = []
+    if evidence.on_gpu and context.device == "cuda" and profilers_mode() == "auto":
+        gpu_evidence(task, candidate, context, evidence, need_reference=not state.get("reference_profile"))
+        if evidence.system_ok:
+            profile = profile_from_system(evidence.system or {})
+            evidence.profile = profile
+        if evidence.reference_system and evidence.reference_system.get("status") == "ok":
+            update["reference_profile"] = profile_from_system(evidence.reference_system).dump()
+        if evidence.ncu is not None:
+            log.append(f"profiler: ncu {evidence.ncu.status}: {len(evidence.ncu.kernels)} kernel launch(es)")
+    ceilings = _ceilings(device, evidence.on_gpu)
+    diagnosed = diagnosis.diagnose(
+        evidence, plan=plan, test=test, ceilings=ceilings, precision=precision_of(task)
+    )
+    if diagnosed.pct_of_sol is not None and evidence.on_gpu:
+        stand = f"{diagnosis.pct_text(diagnosed.pct_of_sol)} of SOL ({diagnosed.sol.sol_ms:.4g} ms)"  # type: ignore[union-attr]
+        profile = profile.model_copy(update={"summary": f"{profile.summary}; {stand}"})
+    guidance = diagnosis.retrieve_guidance(diagnosed)
+    feedback = diagnosis.feedback_from(diagnosed, guidance)
+    advice, read_diagnosis, why_none = policy_advice(
+        context, task, plan, candidate, test, profile, diagnosed.text(), guidance.notes
+    )
+    feedback = diagnosis.merge_advice(feedback, advice, policy_read_diagnosis=read_diagnosis)
+    log += [f"profiler: {profile.summary}", f"diagnosis: {diagnosed.summary()}"]
+    log.append(why_none or f"verifier advice: {feedback.summary}")
+    if context.out_dir:
+        report = {
+            "candidate": candidate.id,
+            "device": device,
+            "profile": profile.dump(),
+            "system": evidence.system,
+            "reference_system": evidence.reference_system,
+            "ncu": evidence.ncu.to_dict() if evidence.ncu is not None else None,
+            "ceilings": ceilings.to_dict(),
+            "diagnosis": diagnosed.to_dict(),
+            "feedback": feedback.dump(),
+        }
+        write_report(context.out_dir, candidate, report)
     return {
+        **update,
         "profile": profile.dump(),
         "feedback": feedback.dump(),
         "coder_mode": "optimize",
-        "log": [f"profiler: {profile.summary}", f"verifier advice: {feedback.summary}"],
+        "log": log,
     }

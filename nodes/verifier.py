@@ -63,6 +63,8 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         candidate_ms=test.candidate_ms,
         speedup_vs_eager=test.speedup_vs_eager,
         build_seconds=build.seconds,
+        eval_seconds=test.seconds,
+        phases=test.phases,
         summary=candidate.summary,
     )
     update: dict[str, Any] = {"build": build.dump(), "test": test.dump(), "history": [attempt.dump()]}

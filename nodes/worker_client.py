@@ -69,6 +69,7 @@ def to_test_result(response: EvalResponse) -> TestResult:
         eager_ms=eager_ms,
         speedup_vs_eager=speedup,
         seconds=float(response.get("seconds", 0.0) or 0.0),
+        phases={str(k): float(v) for k, v in (response.get("phases") or {}).items()},
     )
 
 

@@ -87,7 +87,16 @@ def test_interrupted_run_resumes_with_thread(tmp_path, scripted, capsys):
 def test_offline_policy_without_gpu_builds_then_reports_unverified(tmp_path):
     out = tmp_path / "relu"
     proc = subprocess.run(
-        [sys.executable, "-m", "graph.cli", "run", "evals/suite/level1/1_ReLU.py", "--out", str(out), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "graph.cli",
+            "run",
+            "evals/suite/level1/1_ReLU.py",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -11,6 +11,7 @@ from codegen.policy import OfflinePolicy
 from graph.artifacts import Plan, Profile, Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "problems"
+SUITE = Path(__file__).parents[1] / "evals" / "suite"
 
 
 def task_for(relative: str) -> Task:
@@ -153,3 +154,46 @@ def test_reference_profile_marks_launch_bound_models() -> None:
 def test_speed_of_light_uses_the_h200_ceilings() -> None:
     assert speed_of_light_ms(51_000_000_000, 0) == pytest.approx(1.0)
     assert speed_of_light_ms(0, 4_300_000_000) == pytest.approx(1.0)
+
+
+# The real suite (evals/suite): every problem traces, and the ops the offline templates cover are
+# covered; convolutions, pooling and stack stay PyTorch.
+SUITE_KINDS = {
+    "level1/1_ReLU": ["elementwise"],
+    "level1/2_GELU": ["elementwise"],
+    "level1/3_SiLU": ["elementwise"],
+    "level1/4_Softmax": ["softmax"],
+    "level1/5_LayerNorm": ["layer_norm"],
+    "level1/6_SumReduction": ["reduction"],
+    "level1/7_MaxReduction": ["reduction"],
+    "level1/8_Matmul": ["gemm"],
+    "level1/9_Conv2d": ["reference"],
+    "level1/10_MaxPool2d": ["reference"],
+    "level2/1_Gemm_Bias_ReLU": ["gemm"],
+    "level2/2_Gemm_GELU_Scale": ["gemm"],
+    "level2/3_Matmul_Scale_Softmax": ["gemm", "softmax"],
+    "level2/4_Conv2d_BatchNorm_ReLU": ["reference", "batch_norm"],
+    "level2/5_ResidualAdd_LayerNorm": ["layer_norm"],
+    "level2/6_Scale_Bias_Tanh_Clamp": ["elementwise"],
+    "level2/7_Gemm_Sigmoid_RowSum": ["gemm", "reduction"],
+    "level2/8_Bmm_Softmax": ["gemm", "softmax"],
+    "level3/1_MLP": ["gemm"] * 4,
+    "level3/2_CNNStage": ["reference", "batch_norm", "reference", "batch_norm", "reference"],
+    "level3/3_ResidualBlock": ["reference", "batch_norm", "reference", "batch_norm"],
+    "level3/4_AttentionBlock": ["gemm", "gemm", "gemm", "gemm", "softmax", "gemm", "gemm"],
+    "level3/5_RecurrentLoop": ["gemm"] * 256 + ["reference"],
+    "level3/6_TransformerMLP": ["layer_norm", "gemm", "gemm"],
+}
+
+
+@pytest.mark.skipif(not SUITE.is_dir(), reason="evals/suite not present")
+@pytest.mark.parametrize("name", sorted(SUITE_KINDS))
+def test_suite_problem_plans(name: str) -> None:
+    path = SUITE / f"{name}.py"
+    if not path.exists():
+        pytest.skip(f"{name} not in the suite")
+    plan = OfflinePolicy().plan(Task(name=path.stem, path=str(path), source=path.read_text()), None)
+    assert plan.traced
+    assert kinds(plan) == SUITE_KINDS[name]
+    assert set(plan.uncovered_ops) <= {"conv2d", "max_pool2d", "stack"}
+    assert plan.total_bytes > 0 and plan.total_flops > 0

@@ -61,6 +61,25 @@ def test_build_error_demotes_the_group_that_owns_the_line() -> None:
     assert "torch.softmax(mul, dim=-1)  # g2: PyTorch" in fixed.source
 
 
+def test_cached_builder_line_labels_and_binding_errors_are_located() -> None:
+    policy, task, plan, candidate = first_candidate("level2/3_Matmul_Scale_Softmax.py")
+    line = cuda_line_of(candidate, "return stitch_softmax_run<")
+    evidence = f"cuda_sources({line}): error: no instance of function template matches"
+    fixed = policy.revise(
+        task, plan, candidate, Feedback(kind="build_error", summary="x", evidence=evidence), "fix", 2
+    )
+    assert [d["group"] for d in fixed.meta["demotions"]] == ["g2"]
+    cpp = candidate.source.split("CPP_SRC = r'''", 1)[1].split("'''", 1)[0]
+    cpp_line = next(
+        i for i, text in enumerate(cpp.splitlines(), 1) if "static void py_" in text and "gemm" in text
+    )
+    evidence = f"cpp_sources:{cpp_line}:3: error: expected ';'"
+    fixed = policy.revise(
+        task, plan, candidate, Feedback(kind="build_error", summary="x", evidence=evidence), "fix", 2
+    )
+    assert [d["group"] for d in fixed.meta["demotions"]] == ["g1"]
+
+
 def test_runtime_error_from_the_binding_names_the_group() -> None:
     policy, task, plan, candidate = first_candidate("level2/2_Linear_GELU_Scale.py")
     feedback = Feedback(

@@ -269,3 +269,55 @@ def test_prebuild_builds_candidates_in_their_own_workers(
     assert first[0]["build"]["extensions"] != first[1]["build"]["extensions"]
     again = build.prebuild(sources[:2], cache_dir=tmp_path)
     assert all(r["status"] == "passed" and r["build"]["cached"] for r in again)
+
+
+# ----------------------------------------------------------------------------------------------
+# The benchmark script's bookkeeping (the builds themselves run on the lead's machines)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_build_times_variants_are_distinct_programs() -> None:
+    from evals.benchmarks import build_times
+
+    kb = [build_times.variant_kwargs("kb-torch", i) for i in range(2)]
+    ours = [build_times.variant_kwargs("ours-direct", i) for i in range(2)]
+    assert kb[0]["cuda_sources"] != kb[1]["cuda_sources"] and kb[0]["functions"] == ["relu_cuda"]
+    assert "torch/extension.h" in kb[0]["cuda_sources"]
+    assert ours[0]["no_implicit_headers"] and not build.uses_torch_headers(
+        ours[0]["cuda_sources"], ours[0]["cpp_sources"]
+    )
+    assert ours[0]["cuda_sources"] != ours[1]["cuda_sources"]
+
+
+def test_build_times_summary_by_hand() -> None:
+    from evals.benchmarks import build_times
+
+    def run(seconds: float, cached: bool, **phases: object) -> dict:
+        return {
+            "ok": True,
+            "seconds": seconds,
+            "cached": cached,
+            "phases": phases,
+            "process_wall_s": seconds + 3,
+        }
+
+    runs = [
+        {
+            "style": "ours-direct",
+            "first": run(20.0, False, pch="built"),
+            "cold": [
+                {**run(s, False, nvcc_s=1.0, cxx_s=s - 1, link_s=0.2, pch_used=True), "builder": "direct"}
+                for s in (4.0, 6.0, 5.0)
+            ],
+            "cached": [run(0.01, True), run(0.03, True), run(0.02, True)],
+            "cold_batch_wall_s": 15.0,
+        }
+    ]
+    (row,) = build_times.summarize(runs, parallel=1)
+    assert row["cold"] == {"median": 5.0, "min": 4.0, "max": 6.0}
+    assert row["cached"]["median"] == 0.02 and row["failed"] == 0 and row["pch_used"] == "yes"
+    assert row["phases_median"]["cxx_s"] == 4.0 and row["first_build_with_pch_s"] == 20.0
+    line = build_times.table([row]).splitlines()[-1]
+    assert line.startswith(
+        "| ours-direct | direct | 3 | 5.00 | 4.00 | 6.00 | 0.020 | 0.030 | 20.00 | 1.00 | 4.00 | 0.20 | yes |"
+    )

@@ -111,7 +111,7 @@ _TORCH_NON_COMPUTE = {
     "broadcast_to", "broadcast_tensors", "broadcast_shapes", "result_type", "promote_types",
     "can_cast", "numel", "is_nonzero", "view_as_real", "view_as_complex", "contiguous_format",
     "channels_last", "strided", "get_device", "typename", "empty_cache", "clone", "rand", "randn",
-    "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal", "zeros_like",
+    "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
 }  # fmt: skip
 # Namespaces under torch whose calls are never compute fallbacks (they are checked by other rules).
 _TORCH_NON_COMPUTE_NAMESPACES = (
@@ -219,7 +219,9 @@ _NATIVE_RULES: list[tuple[str, str, re.Pattern[str], str]] = [
 _NATIVE_STREAM_RE = re.compile(
     r"cudaStreamCreate\w*|getStreamFromPool|cudaStreamPerThread|cuStreamCreate\w*|getStreamFromExternal"
 )
-_NATIVE_JOIN_RE = re.compile(r"cudaStreamSynchronize|cudaStreamWaitEvent|cudaDeviceSynchronize|cudaEventSynchronize")
+_NATIVE_JOIN_RE = re.compile(
+    r"cudaStreamSynchronize|cudaStreamWaitEvent|cudaDeviceSynchronize|cudaEventSynchronize"
+)
 _NATIVE_TORCH_CALL_RE = re.compile(r"\b(?:at|torch)::(?:native::)?([a-z_]\w*)\s*\(")
 _NATIVE_TORCH_NN_RE = re.compile(r"\btorch::nn::functional::(\w+)\s*\(")
 _NATIVE_TENSOR_METHOD_RE = re.compile(r"(?:\.|->)\s*([a-z_]\w*)\s*\(")
@@ -269,9 +271,9 @@ def _parse(source: str) -> _Program:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _is_native(node, program):
             program.native.append((node.lineno, node.value))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            if getattr(node, "name", "") != "__init__":
-                program.runtime.append(node)
+        is_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        if is_function and getattr(node, "name", "") != "__init__":
+            program.runtime.append(node)
     for node in tree.body:  # module-level aliases of library objects: `Event = torch.cuda.Event`
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Attribute, ast.Name)):
             target = qualname(node.value, program.aliases)
@@ -392,9 +394,10 @@ def _rule_reference_model(program: _Program) -> list[Finding]:
     found = []
     lines = []
     for node in ast.walk(program.tree):
-        if isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load):
-            lines.append(_line(node))
-        elif isinstance(node, ast.Attribute) and node.attr == "Model" and isinstance(node.ctx, ast.Load):
+        named = (isinstance(node, ast.Name) and node.id == "Model") or (
+            isinstance(node, ast.Attribute) and node.attr == "Model"
+        )
+        if named and isinstance(node.ctx, ast.Load):  # type: ignore[attr-defined]
             lines.append(_line(node))
     # Inheritance: ModelNew or any class in its base chain derives from Model.
     inherits = []
@@ -403,7 +406,9 @@ def _rule_reference_model(program: _Program) -> list[Finding]:
             inherits.append((name, _line(cls)))
     for name, line in inherits:
         found.append(
-            finding("inherits_reference", "error", f"line {line}: class {name} derives from the reference Model")
+            finding(
+                "inherits_reference", "error", f"line {line}: class {name} derives from the reference Model"
+            )
         )
     if lines:
         found.append(
@@ -462,8 +467,8 @@ def _extension_names(program: _Program) -> set[str]:
     return names
 
 
-def _rule_kernels(program: _Program) -> tuple[list[Finding], bool]:
-    """Custom kernels present, extensions used; returns (findings, has_custom_code)."""
+def _rule_kernels(program: _Program) -> list[Finding]:
+    """Which custom kernels the program defines, whether its extensions are used, or none at all."""
     found: list[Finding] = []
     sources = [text for _, text in program.native]
     kernels = kernel_names(sources)
@@ -475,7 +480,11 @@ def _rule_kernels(program: _Program) -> tuple[list[Finding], bool]:
         if isinstance(node, ast.Call) and _is_builder(node, program, helpers):
             builds += 1
             parent = program.parents.get(node)
-            if isinstance(parent, ast.Assign):
+            registers_ops = any(  # is_python_module=False: the ops are reached through torch.ops
+                k.arg == "is_python_module" and isinstance(k.value, ast.Constant) and not k.value.value
+                for k in node.keywords
+            )
+            if isinstance(parent, ast.Assign) and not registers_ops:
                 for target in parent.targets:
                     key = _snippet(target)
                     ext_names[key] = _line(parent)
@@ -496,7 +505,9 @@ def _rule_kernels(program: _Program) -> tuple[list[Finding], bool]:
     if kernels:
         found.append(finding("custom_kernels", "info", f"__global__ kernels: {', '.join(kernels[:12])}"))
     elif builds and sources:
-        found.append(finding("cpp_only_extension", "info", "the extension has no __global__ kernel (C++ only)"))
+        found.append(
+            finding("cpp_only_extension", "info", "the extension has no __global__ kernel (C++ only)")
+        )
     has_custom = bool(kernels) or decorated or (builds > 0 and bool(sources))
     if not has_custom:
         found.append(
@@ -506,15 +517,15 @@ def _rule_kernels(program: _Program) -> tuple[list[Finding], bool]:
                 "no custom kernel (no __global__ source and no extension build): every op runs in PyTorch",
             )
         )
-    return found, has_custom
+    return found
 
 
 def _used_elsewhere(program: _Program, name: str, assigned_line: int) -> bool:
     """True when the expression text `name` is read anywhere but its own assignment line."""
     for node in ast.walk(program.tree):
-        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
-            if _snippet(node) == name and _line(node) != assigned_line:
-                return True
+        read = isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+        if read and _snippet(node) == name and _line(node) != assigned_line:
+            return True
     return False
 
 
@@ -527,7 +538,11 @@ def _rule_threads(program: _Program) -> list[Finding]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         for module in modules:
-            if module in _THREAD_MODULES or module.split(".")[0] in {"threading", "_thread", "multiprocessing"}:
+            if module in _THREAD_MODULES or module.split(".")[0] in {
+                "threading",
+                "_thread",
+                "multiprocessing",
+            }:
                 found.append(
                     finding("threads_or_processes", "error", f"line {_line(node)}: imports {module}")
                 )
@@ -647,7 +662,9 @@ def _classify_assignment(name: str, value: ast.AST | None, line: int) -> list[Fi
         return [finding("global_setting", "warning", f"line {line}: writes os.environ")]
     if name.startswith("torch.backends.") or name.startswith("torch._C._set"):
         flag = name.rsplit(".", 1)[-1]
-        truthy = isinstance(value, ast.Constant) and bool(value.value) and value.value not in ("ieee", "highest")
+        truthy = (
+            isinstance(value, ast.Constant) and bool(value.value) and value.value not in ("ieee", "highest")
+        )
         if flag in _TF32_FLAGS[:2] and (truthy or not isinstance(value, ast.Constant)):
             return [finding("precision_switch", "error", f"line {line}: sets {name} (TF32 for fp32 math)")]
         return [finding("global_setting", "warning", f"line {line}: sets {name}, which the reference shares")]
@@ -657,9 +674,9 @@ def _classify_assignment(name: str, value: ast.AST | None, line: int) -> list[Fi
 def _classify_call(name: str, call: ast.Call, program: _Program) -> list[Finding]:
     line = _line(call)
     arg = call.args[0] if call.args else None
-    if name == "torch.set_float32_matmul_precision":
-        if not (isinstance(arg, ast.Constant) and arg.value == "highest"):
-            return [finding("precision_switch", "error", f"line {line}: {_snippet(call)}")]
+    highest = isinstance(arg, ast.Constant) and arg.value == "highest"
+    if name == "torch.set_float32_matmul_precision" and not highest:
+        return [finding("precision_switch", "error", f"line {line}: {_snippet(call)}")]
     if name == "torch.set_default_dtype" and arg is not None:
         dtype = (qualname(arg, program.aliases) or "").rsplit(".", 1)[-1]
         if dtype in _LOW_PRECISION_DTYPES:
@@ -683,7 +700,11 @@ def _rule_precision(program: _Program) -> list[Finding]:
     for node in ast.walk(program.tree):
         if isinstance(node, ast.Call):
             name = qualname(node.func, program.aliases) or ""
-            if isinstance(node.func, ast.Attribute) and node.func.attr in _LOW_PRECISION_METHODS and not node.args:
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in _LOW_PRECISION_METHODS
+                and not node.args
+            ):
                 note(f".{node.func.attr}()", node)
             if name.endswith("autocast") and ("amp" in name or name.startswith("torch.")):
                 note(name, node)
@@ -704,9 +725,12 @@ def _rule_subclass(program: _Program) -> list[Finding]:
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
                 name = qualname(base, program.aliases) or ""
-                if name in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "Tensor") or name.endswith(
-                    ("TorchDispatchMode", "TorchFunctionMode")
-                ):
+                if name in (
+                    "torch.Tensor",
+                    "torch._C.TensorBase",
+                    "torch._C._TensorBase",
+                    "Tensor",
+                ) or name.endswith(("TorchDispatchMode", "TorchFunctionMode")):
                     found.append(
                         finding("tensor_subclass", "error", f"line {_line(node)}: class {node.name}({name})")
                     )
@@ -751,7 +775,14 @@ def _rule_pointer_cache(program: _Program) -> list[Finding]:
             is_map = isinstance(value, ast.Dict) or (
                 isinstance(value, ast.Call)
                 and (qualname(value.func, program.aliases) or "").split(".")[-1]
-                in ("dict", "OrderedDict", "defaultdict", "WeakKeyDictionary", "WeakValueDictionary", "Counter")
+                in (
+                    "dict",
+                    "OrderedDict",
+                    "defaultdict",
+                    "WeakKeyDictionary",
+                    "WeakValueDictionary",
+                    "Counter",
+                )
             )
             if is_map:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -793,10 +824,15 @@ def _rule_pointer_cache(program: _Program) -> list[Finding]:
                 _is_state(s, program, globals_) for s in sides
             ):
                 flag(node, "an input pointer compared with remembered state")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("get", "setdefault", "pop", "__contains__", "__getitem__") and node.args:
-                if _snippet(node.func.value) in containers and is_key(node.args[0]):
-                    flag(node, "a cache lookup by an input's pointer or identity")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "setdefault", "pop", "__contains__", "__getitem__")
+            and node.args
+            and _snippet(node.func.value) in containers
+            and is_key(node.args[0])
+        ):
+            flag(node, "a cache lookup by an input's pointer or identity")
         elif isinstance(node, ast.Assign) and _has_ptr(node.value, set(), program):
             for target in node.targets:
                 for leaf in _target_leaves(target):
@@ -831,9 +867,7 @@ def _rule_introspection(program: _Program) -> list[Finding]:
             name = qualname(node.func, program.aliases) or ""
             if name in _INTROSPECTION_CALLS:
                 found.append(finding("harness_introspection", "error", f"line {_line(node)}: calls {name}"))
-            elif name in _DYNAMIC_CODE:
-                found.append(finding("dynamic_code", "error", f"line {_line(node)}: calls {name}"))
-            elif name in ("importlib.import_module", "importlib.__import__"):
+            elif name in _DYNAMIC_CODE or name in ("importlib.import_module", "importlib.__import__"):
                 found.append(finding("dynamic_code", "error", f"line {_line(node)}: calls {name}"))
         elif isinstance(node, ast.Attribute) and node.attr in _FRAME_ATTRS:
             found.append(finding("harness_introspection", "error", f"line {_line(node)}: reads .{node.attr}"))
@@ -843,12 +877,18 @@ def _rule_introspection(program: _Program) -> list[Finding]:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 if name == "__main__":
-                    found.append(finding("harness_introspection", "error", f"line {_line(node)}: imports __main__"))
+                    found.append(
+                        finding("harness_introspection", "error", f"line {_line(node)}: imports __main__")
+                    )
                 elif name.split(".")[0] == "ctypes":
                     found.append(finding("ctypes", "warning", f"line {_line(node)}: imports ctypes"))
                 elif name.split(".")[0] in ("tools", "graph", "nodes", "evals", "problem"):
                     found.append(
-                        finding("harness_introspection", "error", f"line {_line(node)}: imports the harness ({name})")
+                        finding(
+                            "harness_introspection",
+                            "error",
+                            f"line {_line(node)}: imports the harness ({name})",
+                        )
                     )
     return found
 
@@ -877,9 +917,8 @@ def _rule_fallbacks(program: _Program) -> list[Finding]:
     layers = _module_attributes(program)
     loop_vars: dict[str, str] = {}
     for node in _walk_runtime(program):
-        if isinstance(node, ast.For) and _snippet(node.iter) in layers:
-            if isinstance(node.target, ast.Name):
-                loop_vars[node.target.id] = layers[_snippet(node.iter)]
+        if isinstance(node, ast.For) and _snippet(node.iter) in layers and isinstance(node.target, ast.Name):
+            loop_vars[node.target.id] = layers[_snippet(node.iter)]
     for node in _walk_runtime(program):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             ops.setdefault("@ (matmul)", []).append(_line(node))
@@ -907,16 +946,17 @@ def _rule_fallbacks(program: _Program) -> list[Finding]:
                 op = f"nn.{short} (constructed and called)"
         elif name.startswith("torch.") and not name.startswith(_TORCH_NON_COMPUTE_NAMESPACES):
             short = name.split(".")[-1]
-            if name.count(".") == 1 and short not in _TORCH_NON_COMPUTE or name.startswith(
-                ("torch.linalg.", "torch.fft.", "torch.special.", "torch.Tensor.")
-            ):
-                if short.rstrip("_") in _COMPUTE_METHODS or not name.startswith("torch.Tensor."):
-                    op = name
+            top_level = name.count(".") == 1 and short not in _TORCH_NON_COMPUTE
+            namespaced = name.startswith(("torch.linalg.", "torch.fft.", "torch.special."))
+            tensor_method = name.startswith("torch.Tensor.") and short.rstrip("_") in _COMPUTE_METHODS
+            if top_level or namespaced or tensor_method:
+                op = name
         elif isinstance(node.func, ast.Attribute) and node.func.attr.rstrip("_") in _COMPUTE_METHODS:
             base = qualname(node.func.value, program.aliases) or ""
-            if base.split(".")[0] not in ("math", "np", "numpy", "os", "re", "cmath", "operator") and (
-                _snippet(node.func.value) not in program.extensions
-            ):
+            receiver = _snippet(node.func.value)
+            bookkeeping = receiver.endswith("num_batches_tracked")  # BatchNorm's step counter
+            library = base.split(".")[0] in ("math", "np", "numpy", "os", "re", "cmath", "operator")
+            if not (library or bookkeeping or receiver in program.extensions):
                 op = f".{node.func.attr}()"
         if op:
             ops.setdefault(op, []).append(_line(node))
@@ -939,9 +979,9 @@ def _rule_outputs(program: _Program) -> list[Finding]:
         params = {a.arg for a in fn.args.args[1:]} if fn.name == "forward" else set()
         empties: dict[str, int] = {}
         for node in ast.walk(fn):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                if _is_empty_alloc(node.value, program):
-                    empties[node.targets[0].id] = _line(node)
+            single = isinstance(node, ast.Assign) and len(node.targets) == 1
+            if single and isinstance(node.targets[0], ast.Name) and _is_empty_alloc(node.value, program):
+                empties[node.targets[0].id] = _line(node)
         for node in ast.walk(fn):
             if not isinstance(node, ast.Return) or node.value is None:
                 continue
@@ -949,9 +989,15 @@ def _rule_outputs(program: _Program) -> list[Finding]:
             for value in values:
                 if _is_empty_alloc(value, program):
                     found.append(
-                        finding("uninitialized_output", "error", f"line {_line(node)}: returns {_snippet(value)}")
+                        finding(
+                            "uninitialized_output", "error", f"line {_line(node)}: returns {_snippet(value)}"
+                        )
                     )
-                elif isinstance(value, ast.Name) and value.id in empties and not _written(fn, value.id, program):
+                elif (
+                    isinstance(value, ast.Name)
+                    and value.id in empties
+                    and not _written(fn, value.id, program)
+                ):
                     found.append(
                         finding(
                             "uninitialized_output",
@@ -964,9 +1010,15 @@ def _rule_outputs(program: _Program) -> list[Finding]:
                     name = qualname(value.func, program.aliases) or ""
                     if name in _CONSTANT_ALLOCATORS:
                         found.append(
-                            finding("constant_output", "warning", f"line {_line(node)}: returns {_snippet(value)}")
+                            finding(
+                                "constant_output", "warning", f"line {_line(node)}: returns {_snippet(value)}"
+                            )
                         )
-                elif fn.name == "forward" and isinstance(value, ast.Attribute) and _snippet(value).startswith("self."):
+                elif (
+                    fn.name == "forward"
+                    and isinstance(value, ast.Attribute)
+                    and _snippet(value).startswith("self.")
+                ):
                     found.append(
                         finding(
                             "stateful_output",
@@ -998,9 +1050,9 @@ def _written(fn: ast.AST, name: str, program: _Program) -> bool:
             if isinstance(parent, ast.Return):
                 continue
             return True
-        if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
-            if isinstance(node.value, ast.Name) and node.value.id == name:
-                return True
+        stored = isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store)
+        if stored and isinstance(node.value, ast.Name) and node.value.id == name:
+            return True
     return False
 
 
@@ -1011,7 +1063,11 @@ def _input_mutations(fn: ast.AST, params: set[str]) -> list[Finding]:
         what = ""
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             attr = node.func.attr
-            if attr.endswith("_") and not attr.startswith("_") and attr not in ("requires_grad_", "share_memory_"):
+            if (
+                attr.endswith("_")
+                and not attr.startswith("_")
+                and attr not in ("requires_grad_", "share_memory_")
+            ):
                 target, what = node.func.value, f".{attr}()"
         elif isinstance(node, ast.AugAssign):
             target, what = node.target, "augmented assignment"
@@ -1021,7 +1077,11 @@ def _input_mutations(fn: ast.AST, params: set[str]) -> list[Finding]:
                     target, what = t.value, "item or .data assignment"
         if isinstance(target, ast.Name) and target.id in params:
             found.append(
-                finding("mutates_inputs", "warning", f"line {_line(node)}: {what} writes input {target.id} in place")
+                finding(
+                    "mutates_inputs",
+                    "warning",
+                    f"line {_line(node)}: {what} writes input {target.id} in place",
+                )
             )
     return found
 
@@ -1080,10 +1140,8 @@ def static_findings(source: str) -> list[Finding]:
     except SyntaxError as exc:
         return [finding("syntax_error", "warning", f"line {exc.lineno}: {exc.msg}; nothing else was checked")]
     found: list[Finding] = []
-    kernel_findings, _ = _rule_kernels(program)
-    for rule in _RULES:
+    for rule in (*_RULES, _rule_kernels):
         found.extend(rule(program))
-    found.extend(kernel_findings)
     order = {"error": 0, "warning": 1, "info": 2}
     return merge(sorted(found, key=lambda f: order[f["severity"]]))
 

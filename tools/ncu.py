@@ -147,7 +147,12 @@ EXTRA_METRICS: tuple[str, ...] = tuple(
     + [stall_metric(r) for r in STALL_REASONS]
 )
 ALWAYS_PRESENT_PREFIXES = ("launch__", "device__", "profiler__")
-_SEARCH = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/bin/ncu", "/usr/local/cuda/nsight-compute-*/ncu")
+MIN_QUERY_NAMES = 50  # a real chip lists well over a thousand base metrics
+_SEARCH = (
+    "/opt/nvidia/nsight-compute/*/ncu",
+    "/usr/local/cuda/bin/ncu",
+    "/usr/local/cuda/nsight-compute-*/ncu",
+)
 _METRIC_NAME = re.compile(r"^([a-z][a-z0-9]*__[A-Za-z0-9_]+)")
 _BAD_METRIC = re.compile(r"Failed to find metric\s+(?:regex:)?\^?([A-Za-z0-9_.]+)")
 _UNIT_SCALE = {
@@ -255,7 +260,7 @@ class KernelMetrics:
 
     @property
     def bank_conflict_ratio(self) -> float | None:
-        """Extra shared-memory wavefronts caused by conflicts, per wavefront (0: none)."""
+        """The share of shared-memory wavefronts that are bank-conflict replays (0: none, ~0.97: 32-way)."""
         conflicts = (self.shared_load_bank_conflicts or 0.0) + (self.shared_store_bank_conflicts or 0.0)
         wavefronts = (self.shared_load_wavefronts or 0.0) + (self.shared_store_wavefronts or 0.0)
         if self.shared_load_wavefronts is None and self.shared_store_wavefronts is None:
@@ -419,7 +424,11 @@ def record_from_row(row: dict[str, tuple[str, str]]) -> KernelMetrics:
     tensor = [v for m in TENSOR_PIPE_METRICS if m in row and (v := _number(row[m][1])) is not None]
     if tensor:
         values["tensor_pipe_pct"] = max(tensor)
-    stalls = {r: v for r in STALL_REASONS if stall_metric(r) in row and (v := _number(row[stall_metric(r)][1])) is not None}
+    stalls = {
+        r: v
+        for r in STALL_REASONS
+        if stall_metric(r) in row and (v := _number(row[stall_metric(r)][1])) is not None
+    }
     raw_id = _number(row.get("ID", ("", ""))[1])
     return KernelMetrics(
         id=int(raw_id) if raw_id is not None else -1,
@@ -456,8 +465,12 @@ def parse_query_metrics(text: str) -> set[str]:
 
 
 def select_metrics(wanted: tuple[str, ...], available: set[str] | None) -> tuple[list[str], list[str]]:
-    """(kept, dropped): a metric is kept when its base name is in the chip's list (or no list is known)."""
-    if not available:
+    """(kept, dropped): a metric is kept when its base name is in the chip's list.
+
+    No list, or one too short to be a chip's (a listing format this parser does not know), filters
+    nothing: the retry on a rejected name is the safety net then.
+    """
+    if not available or len(available) < MIN_QUERY_NAMES:
         return list(wanted), []
     kept, dropped = [], []
     for metric in wanted:
@@ -494,7 +507,9 @@ def classify_failure(output: str) -> tuple[str, str] | None:
 # ----------------------------------------------------------------------------------------------
 
 
-def profile_command(ncu: str, report: Path, metrics: list[str], launch_count: int, target_command: list[str]) -> list[str]:
+def profile_command(
+    ncu: str, report: Path, metrics: list[str], launch_count: int, target_command: list[str]
+) -> list[str]:
     """The ncu command line: counters only inside the driver's cudaProfilerStart/Stop, clocks untouched."""
     command = [
         ncu,
@@ -540,7 +555,9 @@ def profile_kernels(
     target = target or ("candidate" if candidate_source is not None else "reference")
     ncu = ncu or find_ncu()
     if ncu is None:
-        return NcuResult("unavailable", f"ncu not found (PATH, {NCU_ENV}, /opt/nvidia/nsight-compute)", target)
+        return NcuResult(
+            "unavailable", f"ncu not found (PATH, {NCU_ENV}, /opt/nvidia/nsight-compute)", target
+        )
     if available is None:
         available = set(query_metrics(ncu))
     metrics, dropped = select_metrics(EXTRA_METRICS, available)
@@ -548,8 +565,19 @@ def profile_kernels(
     try:
         files = DriverFiles.write(directory, problem_source, candidate_source, f"ncu-{target}")
         report = directory / f"ncu-{target}.ncu-rep"
-        command = driver_command(files, target=target, mode="range", iters=1, warmup=1, arch=arch, cache_dir=cache_dir, python=python)
-        result = NcuResult("failed", target=target, launch_count=launch_count, tool=ncu, metrics_dropped=dropped)
+        command = driver_command(
+            files,
+            target=target,
+            mode="range",
+            iters=1,
+            warmup=1,
+            arch=arch,
+            cache_dir=cache_dir,
+            python=python,
+        )
+        result = NcuResult(
+            "failed", target=target, launch_count=launch_count, tool=ncu, metrics_dropped=dropped
+        )
         for _attempt in range(2):
             run = run_tool(
                 profile_command(ncu, report, metrics, launch_count, command),
@@ -559,7 +587,8 @@ def profile_kernels(
                 log_path=directory / f"ncu-{target}.log",
             )
             result.seconds += run.seconds
-            rejected = [m for m in _BAD_METRIC.findall(run.output) if m in metrics]
+            named = set(_BAD_METRIC.findall(run.output))
+            rejected = [m for m in metrics if m in named or m.split(".")[0] in named]
             if not rejected:
                 break
             metrics = [m for m in metrics if m not in rejected]

@@ -115,7 +115,9 @@ def read_table(text: str) -> list[dict[str, str]]:
             fields = next(csv.reader([line]))
         except (csv.Error, StopIteration):
             continue
-        if len(fields) >= 3 and ({"Name", "Operation"} & set(fields) or any(f.startswith("Start (") for f in fields)):
+        if len(fields) >= 3 and (
+            {"Name", "Operation"} & set(fields) or any(f.startswith("Start (") for f in fields)
+        ):
             reader = csv.DictReader(io.StringIO("\n".join(lines[index:])))
             return [row for row in reader if any((v or "").strip() for v in row.values())]
     return []
@@ -165,7 +167,11 @@ def parse_kern_sum(text: str) -> list[dict[str, Any]]:
 def parse_api_sum(text: str) -> list[dict[str, Any]]:
     """cuda_api_sum: one row per API call name, with its call count and total host time in ns."""
     return [
-        {"name": row.get("Name", ""), "calls": int(_number(row.get("Num Calls"))), "total_ns": _scaled(row, "Total Time")}
+        {
+            "name": row.get("Name", ""),
+            "calls": int(_number(row.get("Num Calls"))),
+            "total_ns": _scaled(row, "Total Time"),
+        }
         for row in read_table(text)
     ]
 
@@ -227,7 +233,9 @@ def parse_gpu_trace(text: str) -> list[GpuActivity]:
 def parse_api_trace(text: str) -> list[ApiCall]:
     """cuda_api_trace: every runtime and driver API call with its correlation id."""
     return [
-        ApiCall(row.get("Name", ""), int(_scaled(row, "Start")), int(_scaled(row, "Duration")), _correlation(row))
+        ApiCall(
+            row.get("Name", ""), int(_scaled(row, "Start")), int(_scaled(row, "Duration")), _correlation(row)
+        )
         for row in read_table(text)
     ]
 
@@ -243,13 +251,20 @@ def parse_nvtx_trace(text: str) -> list[Span]:
 
 
 def summary_from_reports(
-    reports: dict[str, str], *, target: str, iters: int, own_kernels: list[str] | tuple[str, ...] = (), device: str = ""
+    reports: dict[str, str],
+    *,
+    target: str,
+    iters: int,
+    own_kernels: list[str] | tuple[str, ...] = (),
+    device: str = "",
+    require_range: bool = False,
 ) -> dict[str, Any]:
     """The system summary from the exported CSV texts, keyed by report name.
 
     With the GPU and API traces the summary is exact and windowed to the driver's range. With only
     the summary reports it is 'degraded': totals over the whole capture (the driver's final
-    synchronize included), no busy % and no gaps.
+    synchronize included), no busy % and no gaps; a recording of several targets
+    (`require_range`) cannot be split that way and fails instead.
     """
     if reports.get("cuda_gpu_trace") and read_table(reports["cuda_gpu_trace"]):
         timeline = Timeline(
@@ -257,13 +272,32 @@ def summary_from_reports(
             api_calls=parse_api_trace(reports.get("cuda_api_trace", "")),
             ranges=parse_nvtx_trace(reports.get("nvtx_pushpop_trace", "")),
         )
-        summary = summarize(timeline, source="nsys", target=target, iters=iters, own_kernels=own_kernels, device=device)
+        summary = summarize(
+            timeline,
+            source="nsys",
+            target=target,
+            iters=iters,
+            own_kernels=own_kernels,
+            device=device,
+            require_range=require_range,
+        )
         if summary.get("status") == "ok" and not timeline.api_calls:
-            summary["reason"] = "; ".join(filter(None, [summary["reason"], "no API trace: host syncs not counted"]))
+            summary["reason"] = "; ".join(
+                filter(None, [summary["reason"], "no API trace: host syncs not counted"])
+            )
         return summary
+    if require_range:
+        return unavailable(
+            "nsys", target, "no cuda_gpu_trace report: the targets cannot be told apart", status="failed"
+        )
     kernels = parse_kern_sum(reports.get("cuda_gpu_kern_sum", ""))
     if not kernels:
-        return unavailable("nsys", target, "nsys reported no kernels (no cuda_gpu_trace or cuda_gpu_kern_sum rows)", status="failed")
+        return unavailable(
+            "nsys",
+            target,
+            "nsys reported no kernels (no cuda_gpu_trace or cuda_gpu_kern_sum rows)",
+            status="failed",
+        )
     total = sum(k["total_ns"] for k in kernels)
     times = parse_mem_time_sum(reports.get("cuda_gpu_mem_time_sum", ""))
     sizes = parse_mem_size_sum(reports.get("cuda_gpu_mem_size_sum", ""))
@@ -303,7 +337,9 @@ def summary_from_reports(
             }
             for k in kernels[:10]
         ],
-        "own_kernel_share": round(sum(k["total_ns"] for k in kernels if base_name(k["name"]) in own) / total, 4)
+        "own_kernel_share": round(
+            sum(k["total_ns"] for k in kernels if base_name(k["name"]) in own) / total, 4
+        )
         if total
         else 0.0,
     }
@@ -357,7 +393,9 @@ def import_qdstrm(nsys: str, qdstrm: Path, timeout_s: float = 120.0) -> tuple[Pa
     return None, f"QdstrmImporter made no report{hint}: {tail}"
 
 
-def export_reports(nsys: str, report: Path, base: Path, timeout_s: float = 180.0) -> tuple[dict[str, str], str]:
+def export_reports(
+    nsys: str, report: Path, base: Path, timeout_s: float = 180.0
+) -> tuple[dict[str, str], str]:
     """Run `nsys stats` and read back every CSV it wrote; the second value explains missing ones."""
     run = run_tool(stats_command(nsys, report, base), timeout_s=timeout_s)
     texts: dict[str, str] = {}
@@ -406,7 +444,14 @@ def profile_system(
         files = DriverFiles.write(directory, problem_source, candidate_source, f"nsys-{target}")
         base = directory / f"nsys-{target}"
         command = driver_command(
-            files, target=target, mode="range", iters=iters, warmup=warmup, arch=arch, cache_dir=cache_dir, python=python
+            files,
+            target=target,
+            mode="range",
+            iters=iters,
+            warmup=warmup,
+            arch=arch,
+            cache_dir=cache_dir,
+            python=python,
         )
         run = run_tool(
             record_command(nsys, base, command),
@@ -421,31 +466,41 @@ def profile_system(
         failure = meta_failure(meta, run)
         if failure is not None:
             return unavailable("nsys", target, failure, status="failed")
-        return summarize_recording(nsys, base, target=target, meta=meta, iters=iters)
+        return summarize_recording(nsys, base, targets=[target], meta=meta, iters=iters)[target]
     finally:
         if not keep_dir:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def summarize_recording(nsys: str, base: Path, *, target: str, meta: dict[str, Any], iters: int) -> dict[str, Any]:
-    """Import (if needed), export and summarise one recording at BASE(.nsys-rep|.qdstrm)."""
+def summarize_recording(
+    nsys: str, base: Path, *, targets: list[str], meta: dict[str, Any], iters: int
+) -> dict[str, dict[str, Any]]:
+    """Import (if needed), export and summarise one recording at BASE(.nsys-rep|.qdstrm), per target."""
+
+    def failed(reason: str) -> dict[str, dict[str, Any]]:
+        return {t: unavailable("nsys", t, reason, status="failed") for t in targets}
+
     report = base.with_suffix(".nsys-rep")
     if not report.exists():
         qdstrm = base.with_suffix(".qdstrm")
         if not qdstrm.exists():
-            return unavailable("nsys", target, "nsys wrote neither a .nsys-rep nor a .qdstrm", status="failed")
+            return failed("nsys wrote neither a .nsys-rep nor a .qdstrm")
         imported, why = import_qdstrm(nsys, qdstrm)
         if imported is None:
-            return unavailable("nsys", target, why, status="failed")
+            return failed(why)
         report = imported
     texts, note = export_reports(nsys, report, base)
-    summary = summary_from_reports(
-        texts,
-        target=target,
-        iters=int(meta.get("iters", iters)),
-        own_kernels=list(meta.get("own_kernels", [])),
-        device=str(meta.get("device", "")),
-    )
-    if note and summary.get("status") in ("ok", "degraded"):
-        summary["reason"] = "; ".join(filter(None, [summary.get("reason", ""), note]))
-    return summary
+    summaries = {}
+    for target in targets:
+        summary = summary_from_reports(
+            texts,
+            target=target,
+            iters=int(meta.get("iters", iters)),
+            own_kernels=list(meta.get("own_kernels", [])) if target == "candidate" else [],
+            device=str(meta.get("device", "")),
+            require_range=len(targets) > 1,
+        )
+        if note and summary.get("status") in ("ok", "degraded"):
+            summary["reason"] = "; ".join(filter(None, [summary.get("reason", ""), note]))
+        summaries[target] = summary
+    return summaries

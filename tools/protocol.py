@@ -40,7 +40,7 @@ class EvalRequest(TypedDict, total=False):
     candidate_source: str  # the program defining ModelNew
     device: Literal["cuda", "cpu"]
     arch: str  # e.g. "sm_90"
-    mode: Literal["kernelbench", "strict"]  # strict: candidate runs first, twice, answers must agree
+    mode: Literal["kernelbench", "strict"]  # default kernelbench; see tools.correctness and tools.timing
     correctness_trials: int  # default 5
     perf_trials: int  # default 100
     warmup: int  # default 3
@@ -53,8 +53,12 @@ class EvalRequest(TypedDict, total=False):
     inputs_on_device: (
         bool  # draw get_inputs() directly on the GPU (default False: on the CPU, as KernelBench)
     )
-    atol: float  # correctness tolerance, default 1e-4 (KernelBench fp32)
-    rtol: float  # default 1e-4
+    atol: float  # correctness tolerance, default by precision (KernelBench: fp32 1e-4, fp16/bf16 1e-2)
+    rtol: float  # default by precision, as atol
+    precision: Literal["fp32", "fp16", "bf16"]  # models and floating inputs cast to it (default fp32)
+    sol_ms: float  # a physical floor (ms: peak rates, compulsory reads); faster calls: impossible_speed
+    timing_input_sets: int  # strict: input sets rotated over timed calls (default 4, fewer if memory is low)
+    dynamic_checks: bool  # profile-based hack checks and operator coverage (default: on in strict mode)
 
 
 class BuildInfo(TypedDict, total=False):
@@ -73,6 +77,11 @@ class CorrectnessInfo(TypedDict, total=False):
     max_abs_err: float
     max_rel_err: float
     where: str  # index of the worst element, e.g. "[3, 17]"
+    mode: str  # "kernelbench" or "strict"
+    norm_err: float | None  # strict: worst ||out - ref64|| / ||ref64|| against the float64 reference
+    norm_allowed: float | None  # strict: the limit that applied (max(0.1 x tolerance, 16 x PyTorch's own))
+    ref_norm_err: float | None  # strict: the fp32 reference's own normalised error
+    signed_trial: str  # strict: the extra sign-randomised trial: "passed", "failed" or "skipped: why"
 
 
 class TimingStats(TypedDict, total=False):
@@ -82,6 +91,14 @@ class TimingStats(TypedDict, total=False):
     min_ms: float
     max_ms: float
     trials: int
+    method: str  # "kernelbench" or "strict"
+    stream_mean_ms: float  # strict: events on the current stream only
+    device_wide_mean_ms: float  # strict: end event recorded after a device-wide synchronize
+    host_mean_ms: float  # strict: host clock around the call and the synchronize
+    off_stream: bool  # strict: work escaped the current stream (the headline is then device-wide)
+    off_stream_gap_ms: float
+    clock_disagreement: bool  # strict: events and the host clock disagree
+    input_sets: int  # strict: input sets rotated across the timed calls
 
 
 class TimingInfo(TypedDict, total=False):
@@ -108,6 +125,12 @@ class ProfileInfo(TypedDict, total=False):
     reference: dict[str, Any]  # the same fields for the reference, when asked
 
 
+class Finding(TypedDict):
+    id: str  # e.g. "off_stream_work", "pytorch_fallback" (tools.hackcheck lists the static ones)
+    severity: Literal["info", "warning", "error"]
+    evidence: str
+
+
 class EvalResponse(TypedDict, total=False):
     status: Status
     message: str  # one or a few lines: the reason for the status
@@ -117,5 +140,11 @@ class EvalResponse(TypedDict, total=False):
     timing: TimingInfo
     profile: ProfileInfo
     seconds: float  # wall time of the worker run
+    phases: dict[
+        str, float
+    ]  # seconds spent in each phase (building, waiting for the device lock, timing ...)
     stdout_tail: str  # what the candidate printed (capped)
     phase: str  # what the worker was doing when it stopped (always set for timeout and crashed)
+    findings: list[Finding]  # dynamic hack checks (strict mode; static ones: tools.hackcheck.static_findings)
+    operator_coverage: float | None  # share of the reference's GPU time no longer in PyTorch compute ops
+    profile_split: dict[str, Any]  # dynamic checks: device ms per class (own, library, direct, torch, data)

@@ -174,7 +174,11 @@ def classify_kernel(record: Any) -> tuple[str, str]:
     dram_throughput_pct, duration_ns).
     """
     sm = record.sm_throughput_pct
-    memory = record.memory_throughput_pct if record.memory_throughput_pct is not None else record.dram_throughput_pct
+    memory = (
+        record.memory_throughput_pct
+        if record.memory_throughput_pct is not None
+        else record.dram_throughput_pct
+    )
     if sm is None and memory is None:
         return "unknown", "no throughput metrics in the record"
     sm, memory = sm or 0.0, memory or 0.0
@@ -226,7 +230,9 @@ def save_cache(ceilings: Ceilings, path: Path | None = None) -> None:
     os.replace(tmp, path)
 
 
-def measure_ceilings(device: int = 0, size: int = 8192, copy_bytes: int = 1 << 30, reps: int = 10) -> Ceilings:
+def measure_ceilings(
+    device: int = 0, size: int = 8192, copy_bytes: int = 1 << 30, reps: int = 10
+) -> Ceilings:
     """Measure the ceilings on this process's GPU (about 2 s on an H200). TF32 settings are restored."""
     import torch
 
@@ -246,12 +252,16 @@ def measure_ceilings(device: int = 0, size: int = 8192, copy_bytes: int = 1 << 3
 
     src = torch.empty(copy_bytes // 4, dtype=torch.float32, device=dev).normal_()
     dst = torch.empty_like(src)
-    copy_bw = 2 * copy_bytes / timed(lambda: dst.copy_(src))
+    copy_bw = 2 * copy_bytes / timed(lambda s=src, d=dst: d.copy_(s))
     del src, dst
     rates = {}
     saved = torch.backends.cuda.matmul.allow_tf32
     try:
-        for key, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True), ("bf16", torch.bfloat16, False)):
+        for key, dtype, tf32 in (
+            ("fp32", torch.float32, False),
+            ("tf32", torch.float32, True),
+            ("bf16", torch.bfloat16, False),
+        ):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             a = torch.randn(size, size, device=dev, dtype=dtype)
             b = torch.randn(size, size, device=dev, dtype=dtype)
@@ -271,14 +281,18 @@ def measure_ceilings(device: int = 0, size: int = 8192, copy_bytes: int = 1 << 3
     )
 
 
-def measure_in_subprocess(python: str = sys.executable, cache: Path | None = None, timeout_s: float = 180.0) -> Ceilings | None:
+def measure_in_subprocess(
+    python: str = sys.executable, cache: Path | None = None, timeout_s: float = 180.0
+) -> Ceilings | None:
     """Measure in a child process (the caller's process need not touch CUDA); None when it cannot."""
     command = [python, "-m", "tools.roofline", "--measure"] + (["--cache", str(cache)] if cache else [])
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
         return Ceilings.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError):
         return None
@@ -294,7 +308,9 @@ def device_ceilings(
     cached = load_cache(cache)
     if gpu and gpu in cached:
         found = cached[gpu]
-        return Ceilings.from_dict({**found.to_dict(), "source": f"cache ({found.source} {found.measured_at})".strip()})
+        return Ceilings.from_dict(
+            {**found.to_dict(), "source": f"cache ({found.source} {found.measured_at})".strip()}
+        )
     if measure:
         measured = measure_in_subprocess(python, cache)
         if measured is not None and (not gpu or measured.gpu == gpu):
@@ -309,7 +325,9 @@ def device_ceilings(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.roofline", description=__doc__.split("\n")[0])
     parser.add_argument("--measure", action="store_true", help="measure this GPU's ceilings and cache them")
-    parser.add_argument("--cache", help=f"cache file (default: ${CACHE_ENV} or ~/.cache/stitchcuda/ceilings.json)")
+    parser.add_argument(
+        "--cache", help=f"cache file (default: ${CACHE_ENV} or ~/.cache/stitchcuda/ceilings.json)"
+    )
     args = parser.parse_args(argv)
     cache = Path(args.cache) if args.cache else None
     if args.measure:

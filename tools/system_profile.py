@@ -193,10 +193,12 @@ def summarize(
     own_kernels: Iterable[str] = (),
     device: str = "",
     top_k: int = TOP_K,
+    require_range: bool = False,
 ) -> dict[str, Any]:
     """The per-forward system summary of the work launched inside the driver's range.
 
-    Without the range (a tool that lost it) the whole capture counts and the summary says so.
+    Without the range (a tool that lost it) the whole capture counts and the summary says so, unless
+    `require_range` (a recording of several targets cannot be split without it).
     Activities are attributed through the correlation id of the API call that launched them, so a
     kernel that runs after the range closed still counts and a warm-up's stragglers do not.
     """
@@ -205,19 +207,26 @@ def summarize(
     calls = list(timeline.api_calls)
     activities = list(timeline.activities)
     if span is not None:
+        # Work whose launch is not in the API trace (CUDA-graph nodes on some tools) counts when it
+        # starts between this range and the next one: the driver synchronises between targets.
+        following = [r.start_ns for r in timeline.ranges if r.start_ns > span.start_ns]
+        until = min(following) if following else float("inf")
         known = {c.correlation for c in calls if c.correlation is not None}
         calls = [c for c in calls if span.start_ns <= c.start_ns <= span.end_ns]
         inside = {c.correlation for c in calls if c.correlation is not None}
         activities = [
             a
             for a in activities
-            if a.correlation in inside
-            or (a.correlation not in known and span.start_ns <= a.start_ns <= span.end_ns)
+            if a.correlation in inside or (a.correlation not in known and span.start_ns <= a.start_ns < until)
         ]
+    elif require_range:
+        return unavailable(source, target, f"no '{RANGE_PREFIX}{target}' range in the trace", status="failed")
     else:
         notes.append(f"no '{RANGE_PREFIX}{target}' range in the trace: the whole capture is counted")
     if not activities:
-        return unavailable(source, target, "no GPU activity was recorded in the profiled range", device=device)
+        return unavailable(
+            source, target, "no GPU activity was recorded in the profiled range", device=device
+        )
     first = min(a.start_ns for a in activities)
     last = max(a.end_ns for a in activities)
     start = span.start_ns if span is not None else min([first] + [c.start_ns for c in calls])
@@ -303,7 +312,9 @@ def summarize(
     }
 
 
-def unavailable(source: str, target: str, reason: str, *, status: str = "unavailable", **extra: Any) -> dict[str, Any]:
+def unavailable(
+    source: str, target: str, reason: str, *, status: str = "unavailable", **extra: Any
+) -> dict[str, Any]:
     """A summary that says why there is none (a missing tool, no GPU, a failed run): never an exception."""
     return {"source": source, "status": status, "reason": reason, "target": target, **extra}
 
@@ -446,7 +457,9 @@ class DriverFiles:
     meta: Path
 
     @classmethod
-    def write(cls, directory: Path, problem_source: str, candidate_source: str | None, tag: str) -> DriverFiles:
+    def write(
+        cls, directory: Path, problem_source: str, candidate_source: str | None, tag: str
+    ) -> DriverFiles:
         directory.mkdir(parents=True, exist_ok=True)
         problem = directory / "problem.py"
         problem.write_text(problem_source)
@@ -584,7 +597,9 @@ def system_profile(
     why_not = ""
     if tool in ("auto", "nsys"):
         keep = Path(keep_dir) / "nsys" if keep_dir else None
-        summary = nsys.profile_system(problem_source, candidate_source, target=target, keep_dir=keep, **common)
+        summary = nsys.profile_system(
+            problem_source, candidate_source, target=target, keep_dir=keep, **common
+        )
         if summary.get("status") == "ok" or tool == "nsys" or summary.get("status") == "no_gpu":
             return summary
         why_not = f"nsys: {summary.get('reason', summary.get('status'))}"
@@ -598,7 +613,9 @@ def system_profile(
 def format_summary(summary: dict[str, Any]) -> str:
     """One or two lines for logs, Profile.summary and reports."""
     if summary.get("status") != "ok":
-        return f"system profile ({summary.get('source')}): {summary.get('status')}: {summary.get('reason', '')}"
+        return (
+            f"system profile ({summary.get('source')}): {summary.get('status')}: {summary.get('reason', '')}"
+        )
     gaps = summary.get("launch_gaps", {})
     syncs = summary.get("host_syncs", {}).get("count", 0)
     copies = summary.get("copies", {})

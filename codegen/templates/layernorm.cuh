@@ -47,7 +47,7 @@ __global__ void stitch_layernorm_warp_kernel(Pro pro, Epi epi, const float* w, c
   }
 }
 
-#define STITCH_LAYERNORM_CACHE_FLOATS 12288
+#define STITCH_LAYERNORM_CACHE_FLOATS 11776  // 46 KiB dynamic + static slots < 48 KiB
 
 // One block per row. CACHE: the row lives in shared memory (two exact passes over it); otherwise
 // sum and sum of squares are accumulated in double in one read, then a second read writes.

@@ -1,9 +1,10 @@
 """Example StitchCUDA program: ReLU with a vectorised kernel."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-CUDA_SRC = r'''
+CUDA_SRC = r"""
 #include <cuda_runtime.h>
 #include <cstdint>
 
@@ -29,9 +30,9 @@ extern "C" int stitch_relu(const float* x, float* y, int64_t n, cudaStream_t s) 
   if (n - n4 * 4 > 0) relu_tail<<<1, 4, 0, s>>>(x, y, n4 * 4, n);
   return (int)cudaGetLastError();
 }
-'''
+"""
 
-CPP_SRC = r'''
+CPP_SRC = r"""
 #include <pybind11/pybind11.h>
 #include <cstdint>
 #include <stdexcept>
@@ -44,11 +45,16 @@ static void relu(std::uintptr_t x, std::uintptr_t y, int64_t n, std::uintptr_t s
   if (err != 0) throw std::runtime_error(std::string("relu launch: ") + cudaGetErrorString((cudaError_t)err));
 }
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("relu", &relu); }
-'''
+"""
 
-_ext = load_inline(name="stitch_relu_example", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
-                   extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
-                   no_implicit_headers=True, verbose=False)
+_ext = load_inline(
+    name="stitch_relu_example",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
+    no_implicit_headers=True,
+    verbose=False,
+)
 
 
 class ModelNew(nn.Module):

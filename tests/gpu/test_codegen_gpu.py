@@ -7,7 +7,13 @@ table per problem is printed (status, error, eager and candidate time from a sho
 
 Knobs (environment): STITCH_GPU_SUITE=folder (default evals/suite, else tests/fixtures/problems),
 STITCH_GPU_ONLY=substring, STITCH_GPU_VARIANTS=1 to also check the fix-mode 'split' variant and the
-CUDA-graph variant of each program, STITCH_GPU_JOBS=parallel builds (default 6).
+CUDA-graph variant of each program, STITCH_GPU_JOBS=parallel builds (default 6),
+STITCH_GPU_RUN_JOBS=problems run at once (default 3; use 1 for undisturbed timings: with several
+at once the times in the table are only indicative).
+
+The GPU machine has no pydantic (which codegen's artifacts need): write the programs on the CPU
+machine with `python tests/gpu/test_codegen_gpu.py --write DIR [--variants]` and run there with
+STITCH_GPU_PROGRAMS=DIR; then this test imports only torch.
 """
 
 from __future__ import annotations
@@ -101,16 +107,29 @@ def _arch() -> str:
     return f"sm_{major}{minor}"
 
 
-def _programs(work: Path) -> list[tuple[str, Path, Path, str]]:
-    """(label, program, problem, templates) for every problem and variant."""
+def _programs(
+    work: Path, arch: str | None = None, variants: bool | None = None
+) -> list[tuple[str, Path, Path, str]]:
+    """(label, program, problem, templates) for every problem and variant, written under `work`."""
+    ready = os.environ.get("STITCH_GPU_PROGRAMS")
+    if ready and arch is None:
+        manifest = json.loads((Path(ready) / "manifest.json").read_text())
+        only = os.environ.get("STITCH_GPU_ONLY", "")
+        return [
+            (m["label"], Path(ready) / m["program"], Path(ready) / m["problem"], m["templates"])
+            for m in manifest
+            if only in m["label"]
+        ]
     from codegen.assemble import Options, assemble
     from codegen.planner import analyse
     from codegen.policy import OfflinePolicy
     from graph.artifacts import Task
     from graph.context import Context
 
-    policy = OfflinePolicy(Context(gpu_arch=_arch()))
-    variants = os.environ.get("STITCH_GPU_VARIANTS") == "1"
+    arch = arch or _arch()
+    policy = OfflinePolicy(Context(gpu_arch=arch))
+    if variants is None:
+        variants = os.environ.get("STITCH_GPU_VARIANTS") == "1"
     out: list[tuple[str, Path, Path, str]] = []
     for path in suite_files():
         task = Task(name=path.stem, path=str(path), source=path.read_text(), level=path.parent.name)
@@ -122,17 +141,31 @@ def _programs(work: Path) -> list[tuple[str, Path, Path, str]]:
         ]
         if variants:
             analysis = analyse(task)
-            split = assemble(analysis, Options(arch=_arch(), levels={g.id: 1 for g in analysis.groups}))
-            graph = assemble(analysis, Options(arch=_arch(), cuda_graph=analysis.ok))
+            split = assemble(analysis, Options(arch=arch, levels={g.id: 1 for g in analysis.groups}))
+            graph = assemble(analysis, Options(arch=arch, cuda_graph=analysis.ok))
             programs += [
                 (f"{label} [split]", split.source, "split"),
                 (f"{label} [graph]", graph.source, "graph"),
             ]
+        problem = work / f"{path.parent.name}_{path.stem}_problem.py"
+        problem.write_text(path.read_text())
         for i, (name, source, templates) in enumerate(programs):
             file = work / f"{path.parent.name}_{path.stem}_{i}.py"
             file.write_text(source)
-            out.append((name, file, path, templates))
+            out.append((name, file, problem, templates))
     return out
+
+
+def write_programs(folder: Path, arch: str, variants: bool) -> None:
+    """CPU side: write every program, its problem and a manifest for STITCH_GPU_PROGRAMS."""
+    folder.mkdir(parents=True, exist_ok=True)
+    programs = _programs(folder, arch=arch, variants=variants)
+    manifest = [
+        {"label": label, "program": program.name, "problem": problem.name, "templates": templates}
+        for label, program, problem, templates in programs
+    ]
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    print(f"wrote {len(manifest)} programs to {folder}")
 
 
 def _run(program: Path, problem: Path, mode: str, env: dict[str, str]) -> dict[str, object]:
@@ -161,11 +194,16 @@ def test_offline_programs_match_the_reference_on_gpu() -> None:
     jobs = int(os.environ.get("STITCH_GPU_JOBS", "6"))
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # builds only touch the CPU
         built = list(pool.map(lambda p: _run(p[1], p[2], "build", env), programs))
-    rows: list[tuple[str, dict[str, object], str]] = []
-    for (label, program, problem, templates), build in zip(programs, built, strict=True):
+
+    def check(item: tuple[tuple[str, Path, Path, str], dict[str, object]]) -> dict[str, object]:
+        (_, program, problem, _), build = item
         result = _run(program, problem, "run", env) if build["status"] == "passed" else build
         result.setdefault("build_s", build.get("build_s"))
-        rows.append((label, result, templates))
+        return result
+
+    with ThreadPoolExecutor(max_workers=int(os.environ.get("STITCH_GPU_RUN_JOBS", "3"))) as pool:
+        results = list(pool.map(check, zip(programs, built, strict=True)))
+    rows = [(p[0], r, p[3]) for p, r in zip(programs, results, strict=True)]
     print()
     print(
         f"{'problem':44s} {'status':13s} {'max_err':>9s} {'eager_ms':>9s} {'ours_ms':>9s} {'speedup':>7s} {'build_s':>7s}  groups"
@@ -185,3 +223,14 @@ def test_offline_programs_match_the_reference_on_gpu() -> None:
                 print("       " + str(r["trace"]).replace("\n", "\n       ")[-1500:])
     failed = [label for label, r, _ in rows if r["status"] != "passed"]
     assert not failed, f"{len(failed)}/{len(rows)} failed: {failed}"
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="write offline programs for the GPU check")
+    parser.add_argument("--write", required=True, type=Path, help="output folder")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--variants", action="store_true", help="also the split and CUDA-graph variants")
+    options = parser.parse_args()
+    write_programs(options.write, options.arch, options.variants)

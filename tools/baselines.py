@@ -1,0 +1,631 @@
+"""PyTorch eager and torch.compile baselines of a reference, timed like the candidate, cached per machine.
+
+    python -m tools.baselines --request REQ.json --response RESP.json [--progress PROGRESS.json]
+    python -m tools.baselines --suite evals/suite [--modes eager,default] [--out DIR] [--only REGEX]
+
+Why: every speedup StitchCUDA reports is against PyTorch measured in the same run, on the same GPU,
+with the same method as the candidate (tools.timing.time_forward: cold L2, CUDA events, fresh
+input clones per call), so this module times eager and the three torch.compile modes that matter
+(default, max-autotune-no-cudagraphs, reduce-overhead) the way the worker times a candidate.
+The timing method is the worker's for the request's harness mode (KernelBench's CUDA-event method or
+the strict one), under `no_grad` as KernelBench times its own baselines (`measure_ref_program_time`),
+so torch.compile builds inference graphs. Compilation is kept out of the numbers: each compile mode
+first runs COMPILE_WARMUP untimed calls (compiling, autotuning, recording CUDA graphs), then the usual
+warm-ups and timed calls, with `torch._dynamo.reset()` between modes so no mode reuses another's graphs. Like the worker it runs
+in its own process (`measure_baselines` starts it, with a time limit, and kills its process group
+when the limit runs out), holds the device lock only while measuring, and speaks JSON.
+
+Results are cached in `<build cache>/baselines.json`, keyed by (device name, torch version,
+sha256 of the problem source, mode, timing method); the timing method names the timing code's
+own hash, the warm-up and trial counts, the precision, the seed and where inputs are drawn, so a
+change to any of them measures again. Each mode is written to the cache as soon as it is measured:
+a run killed by its time limit keeps what it finished. Standard library and torch only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import gc
+import hashlib
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools import correctness, gpu_lock, timing
+from tools.build import default_cache_dir
+from tools.problem import ProblemError, exec_problem_source
+
+MODES: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
+COMPILE_MODES: tuple[str, ...] = MODES[1:]
+CACHE_FILE = "baselines.json"
+COMPILE_WARMUP = 3  # untimed calls that absorb compilation, autotuning and CUDA-graph recording
+DEFAULT_TIMEOUT_S = 1800.0
+BUDGET_SHARE = 0.8  # of the time left that one mode's timed loop may use
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+class BaselineError(Exception):
+    """A bad request or a reference that cannot run: ends the run with runtime_error or no_gpu."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# ----------------------------------------------------------------------------------------------
+# Keys and the cache
+# ----------------------------------------------------------------------------------------------
+
+
+def problem_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def harness_mode(request: dict[str, Any]) -> str:
+    """The worker's harness mode: 'kernelbench' (its default) or 'strict'; it picks the timing method."""
+    return request.get("mode") or "kernelbench"
+
+
+def inputs_on_device(request: dict[str, Any]) -> bool:
+    """As the worker: KernelBench mode always draws inputs on the CPU; strict mode may draw on the GPU."""
+    return harness_mode(request) == "strict" and bool(request.get("inputs_on_device", False))
+
+
+def timing_method(request: dict[str, Any]) -> str:
+    """Everything about how a time was taken, as one string (part of the cache key)."""
+    code = hashlib.sha256(Path(timing.__file__).read_bytes()).hexdigest()[:12]
+    return (
+        f"{harness_mode(request)}@{code}:warmup={int(request.get('warmup', 3))}"
+        f":trials={int(request.get('perf_trials', 100))}:precision={request.get('precision', 'fp32')}"
+        f":seed={int(request.get('seed', 42))}:inputs={'device' if inputs_on_device(request) else 'host'}"
+        ":grad=off"
+    )
+
+
+def cache_key(device_name: str, torch_version: str, source_hash: str, mode: str, method: str) -> str:
+    return "|".join((device_name, torch_version, source_hash, mode, method))
+
+
+def cache_path(cache_dir: str | os.PathLike[str] | None) -> Path:
+    return Path(cache_dir or default_cache_dir()) / CACHE_FILE
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_cache(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def store(path: Path, key: str, entry: dict[str, Any]) -> None:
+    """Add one entry under the file lock (read, update, atomic replace): concurrent writers keep theirs."""
+    with _locked(path):
+        data = read_cache(path)
+        data[key] = entry
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Measuring (in the child process)
+# ----------------------------------------------------------------------------------------------
+
+
+def pin_precision() -> None:
+    """The worker's settings for the candidate, so both sides are timed under the same precision."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+
+    return f"cpu:{platform.machine()}:{os.cpu_count()}"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _max_abs_diff(ref: Any, new: Any) -> float | None:
+    if isinstance(ref, torch.Tensor) and isinstance(new, torch.Tensor):
+        if ref.shape != new.shape:
+            return math.inf
+        if ref.numel() == 0:
+            return 0.0
+        return float((ref.double() - new.double()).abs().max().item())
+    if isinstance(ref, list | tuple) and isinstance(new, list | tuple) and len(ref) == len(new):
+        diffs = [_max_abs_diff(a, b) for a, b in zip(ref, new, strict=True)]
+        known = [d for d in diffs if d is not None]
+        return max(known) if known else None
+    return None
+
+
+def _release(device: torch.device) -> None:
+    torch._dynamo.reset()
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def measure_mode(
+    mode: str,
+    model: torch.nn.Module,
+    inputs: list[Any],
+    device: torch.device,
+    request: dict[str, Any],
+    budget_s: float,
+    reference_output: Any,
+) -> dict[str, Any]:
+    """One mode's timing stats (plus compile seconds and its difference from eager's output)."""
+    warmup = int(request.get("warmup", 3))
+    trials = int(request.get("perf_trials", 100))
+    method = harness_mode(request)
+    entry: dict[str, Any] = {"mode": mode}
+    fn: Callable[..., Any] = model
+    if mode != "eager":
+        torch._dynamo.reset()
+        fn = torch.compile(model, mode=mode)
+        started = time.perf_counter()
+        with torch.no_grad():  # the grad mode of the timed calls: they hit this graph, no recompiling
+            output = None
+            for _ in range(COMPILE_WARMUP):
+                output = fn(*correctness.clone_inputs(inputs))
+            _sync(device)
+        entry["compile_s"] = round(time.perf_counter() - started, 3)
+        if reference_output is not None:
+            entry["max_abs_diff_vs_eager"] = _max_abs_diff(reference_output, output)
+        del output
+        budget_s = max(1.0, budget_s - entry["compile_s"])
+    with torch.no_grad():  # as KernelBench times its baselines (measure_ref_program_time): inference
+        entry.update(timing.time_forward(fn, inputs, device, warmup, trials, budget_s, method=method))
+    return entry
+
+
+def _load(request: dict[str, Any]) -> Any:
+    source = request.get("problem_source")
+    if not source:
+        raise BaselineError("runtime_error", "bad request: no problem_source")
+    try:
+        return exec_problem_source(source, request.get("problem_name", "problem"), "problem.py")
+    except ProblemError as exc:
+        raise BaselineError("runtime_error", f"problem: {exc}") from None
+
+
+def construct_model(problem: Any, device: torch.device, dtype: torch.dtype, seed: int) -> torch.nn.Module:
+    """KernelBench's seeding (the same as the worker's construct for the reference)."""
+    correctness.set_seed(seed)
+    init = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_init_inputs()]
+    correctness.set_seed(seed)
+    return problem.Model(*init).to(device=device, dtype=dtype)
+
+
+def draw_problem_inputs(
+    problem: Any, device: torch.device, dtype: torch.dtype, request: dict[str, Any]
+) -> list[Any]:
+    correctness.set_seed(int(request.get("seed", 42)))
+    on_device = inputs_on_device(request)
+    if dtype == torch.float32:
+        return correctness.draw_inputs(problem.get_inputs, device, on_device)
+    return correctness.draw_inputs(problem.get_inputs, device, on_device, dtype)  # type: ignore[call-arg]
+
+
+def _validate(request: dict[str, Any]) -> tuple[list[str], torch.device, torch.dtype]:
+    if harness_mode(request) not in ("kernelbench", "strict"):
+        raise BaselineError("runtime_error", f"bad request: unknown mode {request.get('mode')!r}")
+    modes = list(request.get("modes") or MODES)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise BaselineError(
+            "runtime_error", f"bad request: unknown mode(s) {unknown} (choose from {list(MODES)})"
+        )
+    kind = request.get("device", "cuda")
+    if kind not in ("cuda", "cpu"):
+        raise BaselineError("runtime_error", f"bad request: unknown device {kind!r} (cuda or cpu)")
+    precision = request.get("precision", "fp32")
+    if precision not in PRECISION_DTYPES:
+        raise BaselineError("runtime_error", f"bad request: unknown precision {precision!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise BaselineError("no_gpu", "no CUDA device here (torch.cuda.is_available() is False)")
+    return modes, torch.device(kind), PRECISION_DTYPES[precision]
+
+
+def run_request(
+    request: dict[str, Any], progress: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Answer one baseline request; never raises. `progress` gets the partial answer after each mode."""
+    started = time.monotonic()
+    response: dict[str, Any] = {"status": "passed", "message": "", "baselines": {}}
+    try:
+        _run(request, response, progress or (lambda _: None), started)
+    except BaselineError as stop:
+        response.update(status=stop.status, message=stop.message)
+    except Exception as exc:  # the reference itself failed: say where
+        frames = traceback.extract_tb(exc.__traceback__)[-2:]
+        where = "; ".join(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames)
+        response.update(status="runtime_error", message=f"{type(exc).__name__}: {exc} ({where})")
+    response["best_compile"] = best_compile(response.get("baselines", {}))
+    response["seconds"] = round(time.monotonic() - started, 3)
+    return _finite(response)
+
+
+def _run(
+    request: dict[str, Any],
+    response: dict[str, Any],
+    progress: Callable[[dict[str, Any]], None],
+    started: float,
+) -> None:
+    modes, device, dtype = _validate(request)
+    if "deadline" in request:
+        deadline = time.monotonic() + float(request["deadline"]) - time.time()
+    else:
+        deadline = started + float(request.get("timeout_s", DEFAULT_TIMEOUT_S))
+    source = request.get("problem_source") or ""
+    name = device_name(device)
+    method = timing_method(request)
+    digest = problem_hash(source)
+    response.update(device=name, torch=torch.__version__, problem_hash=digest, timing_method=method)
+    path = cache_path(request.get("cache_dir"))
+    cached = {} if request.get("refresh") else read_cache(path)
+    keys = {mode: cache_key(name, torch.__version__, digest, mode, method) for mode in modes}
+    todo = []
+    for mode in modes:
+        if keys[mode] in cached:
+            response["baselines"][mode] = {**cached[keys[mode]], "cached": True}
+        else:
+            todo.append(mode)
+    if not todo:
+        response["message"] = f"all {len(modes)} baseline(s) from the cache"
+        return
+    problem = _load(request)
+    pin_precision()
+    seed = int(request.get("seed", 42))
+    model = construct_model(problem, device, dtype, seed)
+    inputs = draw_problem_inputs(problem, device, dtype, request)
+    reference_output = None
+    lock = gpu_lock.lock_path(path.parent, device.type)
+    with torch.no_grad(), gpu_lock.exclusive(lock):
+        if any(m != "eager" for m in todo):
+            reference_output = model(*correctness.clone_inputs(inputs))
+            _sync(device)
+    failed = []
+    for index, mode in enumerate(todo):
+        budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(todo) - index))
+        try:
+            with gpu_lock.exclusive(lock):  # compile too: max-autotune benchmarks kernels on the device
+                entry = measure_mode(mode, model, inputs, device, request, budget, reference_output)
+        except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
+            failed.append(mode)
+            response["baselines"][mode] = {"mode": mode, "error": f"{type(exc).__name__}: {_first_line(exc)}"}
+            _release(device)
+            progress(response)
+            continue
+        entry.update(problem=request.get("problem_name", ""), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        store(path, keys[mode], _finite(entry))
+        response["baselines"][mode] = {**entry, "cached": False}
+        _release(device)
+        progress(response)
+    done = len(todo) - len(failed)
+    response["message"] = (
+        f"measured {done} of {len(todo)} mode(s); {len(modes) - len(todo)} from the cache"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return text[:300]
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading results (either side)
+# ----------------------------------------------------------------------------------------------
+
+
+def best_compile(baselines: dict[str, Any]) -> dict[str, Any] | None:
+    """{"mode", "mean_ms"} of the fastest torch.compile mode that was measured, or None."""
+    timed = [
+        (entry["mean_ms"], mode)
+        for mode, entry in baselines.items()
+        if mode in COMPILE_MODES and isinstance(entry, dict) and entry.get("mean_ms")
+    ]
+    if not timed:
+        return None
+    ms, mode = min(timed)
+    return {"mode": mode, "mean_ms": ms}
+
+
+def speedups(candidate_ms: float | None, response: dict[str, Any]) -> dict[str, Any]:
+    """The candidate against eager and the best compile mode of a baseline response."""
+    baselines = response.get("baselines") or {}
+    eager = (baselines.get("eager") or {}).get("mean_ms")
+    best = response.get("best_compile") or best_compile(baselines)
+    out: dict[str, Any] = {
+        "baseline_eager_ms": eager,
+        "best_compile_mode": best["mode"] if best else None,
+        "best_compile_ms": best["mean_ms"] if best else None,
+        "speedup_vs_eager": None,
+        "speedup_vs_compile": None,
+    }
+    if candidate_ms and candidate_ms > 0:
+        if eager:
+            out["speedup_vs_eager"] = eager / candidate_ms
+        if best:
+            out["speedup_vs_compile"] = best["mean_ms"] / candidate_ms
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The parent side: one isolated, time-limited process
+# ----------------------------------------------------------------------------------------------
+
+
+def measure_baselines(
+    problem_source: str,
+    problem_name: str = "problem",
+    *,
+    modes: Sequence[str] = MODES,
+    device: str = "cuda",
+    perf_trials: int = 100,
+    warmup: int = 3,
+    seed: int = 42,
+    precision: str = "fp32",
+    on_device: bool = False,
+    harness: str = "kernelbench",
+    cache_dir: str | os.PathLike[str] | None = None,
+    refresh: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    python: str = sys.executable,
+) -> dict[str, Any]:
+    """Baselines of one problem, measured in a fresh process under a time limit (never raises).
+
+    On a timeout or a crash the answer has status "timeout"/"crashed" and keeps the modes the
+    child finished (they are in the cache as well).
+    """
+    request = {
+        "problem_name": problem_name,
+        "problem_source": problem_source,
+        "modes": list(modes),
+        "device": device,
+        "perf_trials": perf_trials,
+        "warmup": warmup,
+        "seed": seed,
+        "precision": precision,
+        "inputs_on_device": on_device,
+        "mode": harness,
+        "cache_dir": str(cache_dir or default_cache_dir()),
+        "refresh": refresh,
+        "timeout_s": timeout_s,
+        "deadline": time.time() + timeout_s,
+    }
+    with tempfile.TemporaryDirectory(prefix="stitch-baselines-") as tmp:
+        return _measure_in(Path(tmp), request, timeout_s, python)
+
+
+def _measure_in(tmp: Path, request: dict[str, Any], limit: float, python: str) -> dict[str, Any]:
+    req, resp, prog, log = (tmp / n for n in ("request.json", "response.json", "progress.json", "log.txt"))
+    req.write_text(json.dumps(request))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["TMPDIR"] = str(tmp)
+    cmd = [
+        python,
+        "-m",
+        "tools.baselines",
+        "--request",
+        str(req),
+        "--response",
+        str(resp),
+        "--progress",
+        str(prog),
+    ]
+    started = time.monotonic()
+    with open(log, "wb") as out:
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return {"status": "crashed", "message": f"cannot start {python}: {exc}", "baselines": {}}
+        timed_out = False
+        try:
+            proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    answer = None if timed_out else _read_json(resp)
+    if answer is None:
+        partial = _read_json(prog) or {"baselines": {}}
+        tail = log.read_bytes()[-1500:].decode(errors="replace").strip().splitlines()[-6:]
+        if timed_out:
+            status, why = "timeout", f"timed out after {limit:g} s"
+        else:
+            status, why = "crashed", f"the baseline process exited with {proc.returncode} without an answer"
+        answer = {**partial, "status": status, "message": "\n".join([why, *tail])}
+        answer["best_compile"] = best_compile(answer.get("baselines") or {})
+    answer["wall_s"] = round(time.monotonic() - started, 3)
+    return answer
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _write_json(path: str, value: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    Path(tmp).write_text(json.dumps(value, allow_nan=False))
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line: the protocol, or a whole suite for the lead
+# ----------------------------------------------------------------------------------------------
+
+
+def _suite_table(rows: list[dict[str, Any]], modes: Sequence[str]) -> str:
+    head = "| problem | status | " + " | ".join(f"{m} ms" for m in modes) + " | best compile | eager/best |"
+    lines = [head, "|" + "---|" * (len(modes) + 4)]
+    for row in rows:
+        baselines = row.get("baselines") or {}
+        cells = []
+        for mode in modes:
+            entry = baselines.get(mode) or {}
+            cells.append(f"{entry['mean_ms']:.4g}" if entry.get("mean_ms") else ("error" if entry else "-"))
+        best = row.get("best_compile")
+        eager = (baselines.get("eager") or {}).get("mean_ms")
+        ratio = f"{eager / best['mean_ms']:.2f}x" if best and eager else "-"
+        lines.append(
+            f"| {row['problem']} | {row.get('status')} | "
+            + " | ".join(cells)
+            + f" | {best['mode'] if best else '-'} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def suite_main(args: argparse.Namespace) -> int:
+    from tools.problem import suite_files
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    files = []
+    for root in args.suite:
+        path = Path(root)
+        files += [path] if path.is_file() else suite_files(path)
+    if args.only:
+        files = [f for f in files if re.search(args.only, f"{f.parent.name}/{f.stem}")]
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for file in files:
+        key = f"{file.parent.name}/{file.stem}"
+        print(f"[baselines] {key} ...", file=sys.stderr, flush=True)
+        answer = measure_baselines(
+            file.read_text(),
+            file.stem,
+            modes=modes,
+            device=args.device,
+            perf_trials=args.perf_trials,
+            harness=args.harness,
+            on_device=args.inputs_on_device,
+            cache_dir=args.cache_dir,
+            refresh=args.refresh,
+            timeout_s=args.timeout,
+        )
+        answer["problem"] = key
+        rows.append(answer)
+        if out:
+            with (out / "baselines.jsonl").open("a") as fh:
+                fh.write(json.dumps(answer) + "\n")
+    text = _suite_table(rows, modes)
+    if out:
+        (out / "baselines.md").write_text(text + "\n")
+    print(text)
+    return 0 if all(r.get("status") == "passed" for r in rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.baselines", description=__doc__.split("\n")[0])
+    parser.add_argument("--request", help="request JSON file (protocol mode)")
+    parser.add_argument("--response", help="response JSON file (default: stdout)")
+    parser.add_argument("--progress", help="file kept holding the partial response")
+    parser.add_argument("--suite", nargs="+", help="suite folders or problem files: measure them all")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma list (suite mode)")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--perf-trials", type=int, default=100)
+    parser.add_argument(
+        "--harness", default="kernelbench", choices=["kernelbench", "strict"], help="timing method"
+    )
+    parser.add_argument(
+        "--inputs-on-device", action="store_true", help="strict harness: draw inputs on the GPU"
+    )
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per problem")
+    parser.add_argument("--only", help="regular expression on level/name (suite mode)")
+    parser.add_argument("--out", help="folder for baselines.jsonl and baselines.md (suite mode)")
+    parser.add_argument("--cache-dir", help="build cache root (default: $STITCHCUDA_CACHE)")
+    parser.add_argument("--refresh", action="store_true", help="measure again even when cached")
+    args = parser.parse_args(argv)
+    if args.suite:
+        return suite_main(args)
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)  # whatever the reference or the compiler prints goes to stderr
+    try:
+        request = json.loads(Path(args.request).read_text() if args.request else sys.stdin.read())
+        if not isinstance(request, dict):
+            raise ValueError("expected a JSON object")
+    except (OSError, ValueError) as exc:
+        response: dict[str, Any] = {
+            "status": "runtime_error",
+            "message": f"bad request: {exc}",
+            "baselines": {},
+        }
+    else:
+        progress = (lambda partial: _write_json(args.progress, partial)) if args.progress else None
+        response = run_request(request, progress)
+    if args.response:
+        _write_json(args.response, response)
+    else:
+        os.write(answer_fd, json.dumps(response).encode() + b"\n")
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
