@@ -364,8 +364,13 @@ def _event(name: str, *, cpu: bool, id_: int = 0, linked: int = 0, start: float 
     )
 
 
-def _trace(kernels: list[tuple[str, int, float]], ops: list[tuple[int, str, int]]) -> list[Any]:
-    """CPU ops (id, name, parent id) with their kernels, and device kernels (name, linked op id, us)."""
+def _trace(
+    kernels: list[tuple[str, int, float]], ops: list[tuple[int, str, int]], link_device: bool = True
+) -> list[Any]:
+    """CPU ops (id, name, parent id) with their kernels, and device kernels (name, linked op id, us).
+
+    link_device=False leaves the device events' correlation ids at 0, as torch 2.11's parsed trace does.
+    """
     events: dict[int, Any] = {}
     for id_, name, parent in ops:
         events[id_] = _event(name, cpu=True, id_=id_)
@@ -373,7 +378,7 @@ def _trace(kernels: list[tuple[str, int, float]], ops: list[tuple[int, str, int]
             events[id_].cpu_parent = events[parent]
     device = []
     for name, linked, us in kernels:
-        device.append(_event(name, cpu=False, linked=linked, end=us))
+        device.append(_event(name, cpu=False, linked=linked if link_device else 0, end=us))
         if linked:
             events[linked].append_kernel(name, 0, us)
     return list(events.values()) + device
@@ -418,6 +423,22 @@ def test_ghost_kernels_and_library_calls_in_the_profile() -> None:
         _trace([("void at::native::reduce_kernel<512, 1>", 0, 50.0)], []), set()
     )
     assert graph_replay["split_ms"] == {"torch": 0.05}  # a PyTorch kernel with no op: replayed from a graph
+
+
+def test_kernels_link_to_their_ops_through_the_op_kernel_lists_when_device_ids_are_missing() -> None:
+    # A program calling torch.matmul in forward: cuBLAS kernel names, but launched by aten::matmul.
+    trace = _trace(
+        [("nvjet_sgemm_128x64", 3, 100.0), ("relu_f4(float4 const*)", 1, 20.0)],
+        [(1, dynamic_checks.WRAPPER, 0), (2, "aten::matmul", 1), (3, "aten::mm", 2)],
+        link_device=False,
+    )
+    split = dynamic_checks.classify_events(trace, {"relu_f4"})
+    assert split["split_ms"] == {"own": 0.02, "torch": 0.1}
+    assert split["torch_ops_ms"] == {"aten::matmul": 0.1}
+    direct = dynamic_checks.classify_events(
+        _trace([("nvjet_sgemm_128x64", 1, 100.0)], [(1, "w", 0)], link_device=False), set()
+    )
+    assert direct["split_ms"] == {"library": 0.1}  # launched by the program itself: a direct library call
 
 
 def test_cpu_poison_is_a_noop_and_persisting_l2_reports_what_it_saw() -> None:

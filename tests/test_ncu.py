@@ -129,6 +129,9 @@ def test_query_metrics_listing_drops_names_the_chip_lacks() -> None:
     assert ncu.stall_metric("long_scoreboard") in kept
     assert ncu.select_metrics(("a__b.sum",), set()) == (["a__b.sum"], [])  # no list: ask for everything
     assert ncu.select_metrics(("a__b.sum",), {"c__d"}) == (["a__b.sum"], [])  # not a chip's list either
+    # A long listing that knows few of our names (seen on an H200) is distrusted too.
+    partial = {f"unrelated__metric_{i}" for i in range(80)} | {"dram__bytes_read"}
+    assert ncu.select_metrics(ncu.EXTRA_METRICS, partial) == (list(ncu.EXTRA_METRICS), [])
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ import os
 import re
 import sys
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
@@ -142,14 +142,29 @@ def _cudart() -> Any | None:
     return None
 
 
-class PersistingL2:
-    """Resets persisting-L2 state before each flush; remembers whether a candidate had set it."""
+def persisting_l2_limit() -> int | None:
+    """The device's persisting-L2 limit now (None where cudart cannot say): the worker's baseline.
 
-    def __init__(self) -> None:
+    Read before the candidate is imported: some machines run with a non-zero limit by default, so
+    only a limit above the one the harness found counts as the program's doing.
+    """
+    lib = _cudart()
+    get_limit = getattr(lib, "cudaDeviceGetLimit", None) if lib is not None else None
+    if get_limit is None:
+        return None
+    value = ctypes.c_size_t(0)
+    return int(value.value) if get_limit(ctypes.byref(value), CUDA_LIMIT_PERSISTING_L2) == 0 else None
+
+
+class PersistingL2:
+    """Resets persisting-L2 state before each flush; remembers whether a candidate had raised the limit."""
+
+    def __init__(self, baseline: int | None = None) -> None:
         lib = _cudart()
         names = ("cudaDeviceGetLimit", "cudaDeviceSetLimit", "cudaCtxResetPersistingL2Cache")
         self.calls = [getattr(lib, n, None) for n in names] if lib is not None else [None, None, None]
-        self.seen_limit = 0  # the largest persisting limit found set when we came to reset it
+        self.baseline = int(baseline or 0)  # the limit the harness found before the program ran
+        self.seen_limit = 0  # the largest limit above the baseline found when we came to reset it
         self.errors: list[str] = []
 
     def reset(self) -> None:
@@ -157,9 +172,9 @@ class PersistingL2:
         if get_limit is None or set_limit is None or reset_lines is None:
             return
         value = ctypes.c_size_t(0)
-        if get_limit(ctypes.byref(value), CUDA_LIMIT_PERSISTING_L2) == 0 and value.value:
+        if get_limit(ctypes.byref(value), CUDA_LIMIT_PERSISTING_L2) == 0 and value.value > self.baseline:
             self.seen_limit = max(self.seen_limit, int(value.value))
-            set_limit(CUDA_LIMIT_PERSISTING_L2, ctypes.c_size_t(0))
+            set_limit(CUDA_LIMIT_PERSISTING_L2, ctypes.c_size_t(self.baseline))
         status = reset_lines()
         if status != 0 and not self.errors:
             self.errors.append(f"cudaCtxResetPersistingL2Cache returned {status}")
@@ -318,6 +333,21 @@ def _outermost_aten(event: Any) -> str | None:
     return found
 
 
+def _launching_ops(ops: Iterable[Any]) -> dict[str, deque[str | None]]:
+    """Kernel name -> the outermost aten:: op of each launch, in trace order, from the CPU ops' kernel lists.
+
+    The profiler attaches each device kernel to the op that launched it (`FunctionEvent.kernels`),
+    while the device event itself may carry no correlation id (torch 2.11 leaves it 0): this is
+    the link that then survives.
+    """
+    launches: dict[str, deque[str | None]] = defaultdict(deque)
+    for op in sorted(ops, key=lambda e: e.time_range.start):
+        aten = _outermost_aten(op)
+        for kernel in op.kernels:
+            launches[kernel.name].append(aten)
+    return launches
+
+
 def classify_events(events: Iterable[Any], own_kernels: Collection[str], iters: int = 1) -> dict[str, Any]:
     """Device time per forward by class: own, library, direct, torch (by op), data; and streams.
 
@@ -329,6 +359,7 @@ def classify_events(events: Iterable[Any], own_kernels: Collection[str], iters: 
     """
     events = list(events)
     ops = {e.id: e for e in events if e.device_type == DeviceType.CPU and getattr(e, "kernels", None)}
+    launches = _launching_ops(ops.values())
     split: dict[str, float] = defaultdict(float)
     torch_ops: dict[str, float] = defaultdict(float)
     streams: set[int] = set()
@@ -343,7 +374,11 @@ def classify_events(events: Iterable[Any], own_kernels: Collection[str], iters: 
         streams.add(int(getattr(event, "device_resource_id", 0) or 0))
         base = kernel_base_name(event.name)
         op = ops.get(getattr(event, "linked_correlation_id", 0) or 0)
-        aten = _outermost_aten(op) if op is not None else None
+        if op is not None:
+            aten = _outermost_aten(op)
+        else:  # the parsed trace left the link out: take the next launch of this name from the op lists
+            queue = launches.get(event.name)
+            aten = queue.popleft() if queue else None
         if base in own:
             split["own"] += us
         elif aten is not None:

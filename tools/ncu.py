@@ -479,6 +479,10 @@ def select_metrics(wanted: tuple[str, ...], available: set[str] | None) -> tuple
             kept.append(metric)
         else:
             dropped.append(metric)
+    if len(dropped) > len(wanted) // 2:
+        # A listing that lacks most of a diagnosis set every recent chip has is not the chip's full
+        # list (ncu 2025.3 on an H200 listed 73 names without --chip): trust the retry instead.
+        return list(wanted), []
     return kept, dropped
 
 

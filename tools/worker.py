@@ -343,11 +343,17 @@ class Settings:
 class Harness:
     """What strict mode runs around the candidate: guards, the watcher, memory poison, the L2 reset."""
 
-    def __init__(self, guards: dict[str, Any], watch: dynamic_checks.Watch, device: torch.device) -> None:
+    def __init__(
+        self,
+        guards: dict[str, Any],
+        watch: dynamic_checks.Watch,
+        device: torch.device,
+        l2_baseline: int | None = None,
+    ) -> None:
         self.guards = guards
         self.watch = watch
         self.device = device
-        self.l2 = dynamic_checks.PersistingL2() if device.type == "cuda" else None
+        self.l2 = dynamic_checks.PersistingL2(l2_baseline) if device.type == "cuda" else None
         self.notes: list[Finding] = []
         watch.baseline_os_threads()  # the CUDA context exists now: later OS threads are the program's
 
@@ -755,6 +761,9 @@ def _run(
     pin_precision()
     guards = snapshot_guards()
     watch = dynamic_checks.Watch()
+    l2_baseline = None
+    if action != "build" and device_kind == "cuda" and torch.cuda.is_available():
+        l2_baseline = dynamic_checks.persisting_l2_limit()  # before the program can touch it
     progress("importing the candidate")
     candidate = import_candidate(request, response)
     built = response.get("build", {})
@@ -780,7 +789,7 @@ def _run(
         models = construct(problem, candidate, device, settings.seed, settings.dtype, watch)
         check_guards(guards)
         pin_precision()
-        harness = Harness(guards, watch, device)
+        harness = Harness(guards, watch, device, l2_baseline)
         try:
             if action == "verify":
                 verify(request, response, progress, problem, models, device, deadline, harness, findings)

@@ -33,6 +33,15 @@ static inline unsigned stitch_grid(int64_t work, int threads, int blocks_per_sm)
   return (unsigned)blocks;
 }
 
+// Blocks for one work item per `per_block` slots with no grid-stride reuse (bandwidth-bound kernels want
+// every row or vector in flight at once); kernels still loop in case the grid limit is reached.
+static inline unsigned stitch_grid_all(int64_t work, int per_block) {
+  int64_t blocks = (work + per_block - 1) / per_block;
+  if (blocks > 2147483647LL) blocks = 2147483647LL;
+  if (blocks < 1) blocks = 1;
+  return (unsigned)blocks;
+}
+
 __host__ __device__ __forceinline__ bool stitch_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Index into a broadcast operand: element e of the output reads operand[(e / inner) % count].

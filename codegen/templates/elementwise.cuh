@@ -1,4 +1,4 @@
-// lib elementwise: grid-stride drivers for a generated functor F with
+// lib elementwise: drivers (one float4 per thread, grid-stride only past the grid limit) for a generated functor F with
 //   void scalar(int64_t e) const;   // element e
 //   void vec4(int64_t e) const;     // elements e..e+3, e a multiple of 4, full operands 16-byte aligned
 template <class F>
@@ -33,9 +33,9 @@ static int stitch_ew_launch(const F& f, int64_t n, bool vec_ok, int unroll, cuda
     const int64_t n4 = n / 4;
     if (n4 > 0) {
       if (unroll > 1) {
-        stitch_ew_vec2_kernel<F><<<stitch_grid((n4 + 1) / 2, threads, 8), threads, 0, stream>>>(f, n4);
+        stitch_ew_vec2_kernel<F><<<stitch_grid_all((n4 + 1) / 2, threads), threads, 0, stream>>>(f, n4);
       } else {
-        stitch_ew_vec_kernel<F><<<stitch_grid(n4, threads, 8), threads, 0, stream>>>(f, n4);
+        stitch_ew_vec_kernel<F><<<stitch_grid_all(n4, threads), threads, 0, stream>>>(f, n4);
       }
     }
     start = n4 * 4;

@@ -50,6 +50,38 @@ __global__ void stitch_reduce_block_kernel(Pro pro, Epi epi, float* y, int64_t r
   }
 }
 
+// inner == 1, rows of float4 (cols % 4 == 0, Pro::vec_ok()): each thread folds float4 chunks,
+// four independent accumulators so that loads stay in flight. ROW_THREADS threads per row (32 or the block).
+template <int OP, bool WARP, class Pro, class Epi>
+__global__ void stitch_reduce_rows4_kernel(Pro pro, Epi epi, float* y, int64_t rows, int64_t cols, float scale) {
+  __shared__ float red[32];
+  const int64_t per_block = WARP ? (blockDim.x >> 5) : 1;
+  const int64_t stride = (int64_t)gridDim.x * per_block;
+  const int tid = WARP ? (threadIdx.x & 31) : threadIdx.x;
+  const int nthreads = WARP ? 32 : blockDim.x;
+  const int64_t cols4 = cols / 4;
+  for (int64_t row = (int64_t)blockIdx.x * per_block + (WARP ? (threadIdx.x >> 5) : 0); row < rows; row += stride) {
+    const int64_t base = row * cols;
+    float acc[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_identity<OP>();
+#pragma unroll 4
+    for (int64_t j = tid; j < cols4; j += nthreads) {
+      float t[4];
+      pro.load4(base + 4 * j, t);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
+    }
+    float a = stitch_reduce_op<OP>(stitch_reduce_op<OP>(acc[0], acc[1]), stitch_reduce_op<OP>(acc[2], acc[3]));
+    if (WARP) {
+      a = stitch_warp_reduce(a, StitchReduceOp<OP>());
+    } else {
+      a = stitch_block_reduce(a, StitchReduceOp<OP>(), stitch_reduce_identity<OP>(), red);
+    }
+    if (tid == 0) y[row] = epi.apply(stitch_reduce_finish<OP>(a, scale), row);
+  }
+}
+
 // inner > 1: 32 columns per block in x, 8 threads in y share each column's R elements.
 template <int OP, class Pro, class Epi>
 __global__ void stitch_reduce_cols_kernel(Pro pro, Epi epi, float* y, int64_t outer, int64_t R, int64_t inner,
@@ -78,12 +110,23 @@ static int stitch_reduce_run(const Pro& pro, const Epi& epi, float* y, int64_t o
                              float scale, cudaStream_t stream) {
   if (outer <= 0 || inner <= 0) return (int)cudaGetLastError();
   if (inner == 1) {
+    if ((R & 3) == 0 && pro.vec_ok()) {
+      if (R >= 2048) {
+        const int threads = R >= 32768 ? 1024 : (R >= 8192 ? 512 : 256);
+        stitch_reduce_rows4_kernel<OP, false, Pro, Epi><<<stitch_grid_all(outer, 1), threads, 0, stream>>>(
+            pro, epi, y, outer, R, scale);
+      } else {
+        stitch_reduce_rows4_kernel<OP, true, Pro, Epi><<<stitch_grid_all(outer, 8), 256, 0, stream>>>(
+            pro, epi, y, outer, R, scale);
+      }
+      return (int)cudaGetLastError();
+    }
     if (R >= 4096) {
       const int threads = R >= 32768 ? 1024 : 256;
-      stitch_reduce_block_kernel<OP, Pro, Epi><<<stitch_grid(outer, 1, 64), threads, 0, stream>>>(pro, epi, y, outer, R,
+      stitch_reduce_block_kernel<OP, Pro, Epi><<<stitch_grid_all(outer, 1), threads, 0, stream>>>(pro, epi, y, outer, R,
                                                                                                   scale);
     } else {
-      stitch_reduce_warp_kernel<OP, Pro, Epi><<<stitch_grid(outer, 8, 8), 256, 0, stream>>>(pro, epi, y, outer, R,
+      stitch_reduce_warp_kernel<OP, Pro, Epi><<<stitch_grid_all(outer, 8), 256, 0, stream>>>(pro, epi, y, outer, R,
                                                                                             scale);
     }
     return (int)cudaGetLastError();

@@ -52,6 +52,59 @@ __global__ void stitch_softmax_warp_kernel(Pro pro, Epi epi, float* y, float* sa
   }
 }
 
+// One warp per row with 16-byte accesses: lane l holds float4 chunks l, l + 32, ... (cols % 4 == 0,
+// cols <= 128 * V4, Pro::vec_ok() and y / saved 16-byte aligned).
+template <int V4, bool LOG, class Pro, class Epi>
+__global__ void stitch_softmax_warp4_kernel(Pro pro, Epi epi, float* y, float* saved, int64_t rows, int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  const int64_t stride = (int64_t)gridDim.x * warps;
+  for (int64_t row = (int64_t)blockIdx.x * warps + (threadIdx.x >> 5); row < rows; row += stride) {
+    const int64_t base = row * cols;
+    float v[V4][4];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < V4; ++i) {
+      const int64_t c = 4 * (lane + 32 * i);
+      if (c < cols) {
+        pro.load4(base + c, v[i]);
+        if (saved != nullptr) stitch_st4(saved + base + c, v[i]);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) m = stitch_max(m, v[i][k]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[i][k] = -INFINITY;
+      }
+    }
+    m = stitch_warp_reduce(m, StitchMaxOp());
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < V4; ++i) {
+      if (4 * (lane + 32 * i) < cols) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float ex = expf(v[i][k] - m);
+          v[i][k] = LOG ? v[i][k] - m : ex;
+          s += ex;
+        }
+      }
+    }
+    s = stitch_warp_reduce(s, StitchSumOp());
+    const float log_s = LOG ? logf(s) : 0.f;
+    const float inv_s = 1.f / s;
+#pragma unroll
+    for (int i = 0; i < V4; ++i) {
+      const int64_t c = 4 * (lane + 32 * i);
+      if (c < cols) {
+        float out[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) out[k] = epi.apply(LOG ? v[i][k] - log_s : v[i][k] * inv_s, base + c + k);
+        stitch_st4(y + base + c, out);
+      }
+    }
+  }
+}
+
 // Running (max, sum of exp) pair, merged so that -inf maxima never produce NaN.
 __device__ __forceinline__ void stitch_ms_merge(float& m, float& s, float m2, float s2) {
   const float mn = fmaxf(m, m2);
@@ -134,10 +187,19 @@ template <bool LOG, class Pro, class Epi>
 static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* saved, int64_t rows, int64_t cols,
                               cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return (int)cudaGetLastError();
+  const bool vec = (cols & 3) == 0 && pro.vec_ok() && stitch_aligned16(y) && (saved == nullptr || stitch_aligned16(saved));
   if (cols <= 1024) {
-    const int threads = 128;  // four rows per block
-    const unsigned grid = stitch_grid(rows, 4, 32);
-    if (cols <= 32) {
+    const int threads = 128;  // four rows per block, one block per four rows
+    const unsigned grid = stitch_grid_all(rows, 4);
+    if (vec && cols >= 128) {
+      if (cols <= 256) {
+        stitch_softmax_warp4_kernel<2, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+      } else if (cols <= 512) {
+        stitch_softmax_warp4_kernel<4, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+      } else {
+        stitch_softmax_warp4_kernel<8, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+      }
+    } else if (cols <= 32) {
       stitch_softmax_warp_kernel<1, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
     } else if (cols <= 64) {
       stitch_softmax_warp_kernel<2, LOG, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
@@ -153,7 +215,7 @@ static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* s
     return (int)cudaGetLastError();
   }
   const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
-  const unsigned grid = stitch_grid(rows, 1, 64);
+  const unsigned grid = stitch_grid_all(rows, 1);
   if (cols <= STITCH_SOFTMAX_CACHE_FLOATS) {
     const size_t smem = (size_t)cols * sizeof(float);
     stitch_softmax_block_kernel<LOG, true, Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, y, saved, rows, cols);

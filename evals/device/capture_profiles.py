@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="stitch-capture-"))
-    cap = Capture(Path(args.inputs), out, work, args.budget_s)
+    cap = Capture(Path(args.inputs).resolve(), out, work, args.budget_s)  # build jobs run elsewhere
     if args.only:
         cap.entries = {k: v for k, v in cap.entries.items() if k in args.only}
         cap.results["entries"] = {k: v for k, v in cap.results["entries"].items() if k in args.only}

@@ -183,7 +183,12 @@ def test_honest_programs_time_in_the_same_range_in_both_modes(results: list[dict
             continue
         strict_ms = r["strict"]["timing"]["candidate_ms"]
         kb_ms = r["kernelbench"]["timing"]["candidate_ms"]
-        assert 0.5 < strict_ms / kb_ms < 2.0, (r["path"].stem, strict_ms, kb_ms)
+        # Strict mode's per-call work (device-wide sync, input rotation) costs tens of microseconds:
+        # tiny programs are compared on that absolute gap, the rest on the ratio.
+        if kb_ms >= 0.1:
+            assert 0.5 < strict_ms / kb_ms < 2.0, (r["path"].stem, strict_ms, kb_ms)
+        else:
+            assert abs(strict_ms - kb_ms) < 0.06, (r["path"].stem, strict_ms, kb_ms)
         assert not r["strict"]["timing"]["candidate"]["off_stream"], r["path"].stem
 
 
