@@ -32,8 +32,6 @@ import hashlib
 import json
 import math
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,7 +45,9 @@ import torch
 
 from tools import correctness, gpu_lock, timing
 from tools.build import default_cache_dir
+from tools.evaluate import read_json, wait_then_kill_group
 from tools.problem import ProblemError, exec_problem_source
+from tools.protocol import json_safe
 
 MODES: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
 COMPILE_MODES: tuple[str, ...] = MODES[1:]
@@ -279,7 +279,7 @@ def run_request(
         response.update(status="runtime_error", message=f"{type(exc).__name__}: {exc} ({where})")
     response["best_compile"] = best_compile(response.get("baselines", {}))
     response["seconds"] = round(time.monotonic() - started, 3)
-    return _finite(response)
+    return json_safe(response)
 
 
 def _run(
@@ -334,7 +334,7 @@ def _run(
             progress(response)
             continue
         entry.update(problem=request.get("problem_name", ""), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
-        store(path, keys[mode], _finite(entry))
+        store(path, keys[mode], json_safe(entry))
         response["baselines"][mode] = {**entry, "cached": False}
         _release(device)
         progress(response)
@@ -348,16 +348,6 @@ def _run(
 def _first_line(exc: BaseException) -> str:
     text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     return text[:300]
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 # ----------------------------------------------------------------------------------------------
@@ -476,18 +466,10 @@ def _measure_in(tmp: Path, request: dict[str, Any], limit: float, python: str) -
             )
         except OSError as exc:
             return {"status": "crashed", "message": f"cannot start {python}: {exc}", "baselines": {}}
-        timed_out = False
-        try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    answer = None if timed_out else _read_json(resp)
+        timed_out = wait_then_kill_group(proc, limit)
+    answer = None if timed_out else read_json(resp)
     if answer is None:
-        partial = _read_json(prog) or {"baselines": {}}
+        partial = read_json(prog) or {"baselines": {}}
         tail = log.read_bytes()[-1500:].decode(errors="replace").strip().splitlines()[-6:]
         if timed_out:
             status, why = "timeout", f"timed out after {limit:g} s"
@@ -497,14 +479,6 @@ def _measure_in(tmp: Path, request: dict[str, Any], limit: float, python: str) -
         answer["best_compile"] = best_compile(answer.get("baselines") or {})
     answer["wall_s"] = round(time.monotonic() - started, 3)
     return answer
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _write_json(path: str, value: dict[str, Any]) -> None:
@@ -539,15 +513,10 @@ def _suite_table(rows: list[dict[str, Any]], modes: Sequence[str]) -> str:
 
 
 def suite_main(args: argparse.Namespace) -> int:
-    from tools.problem import suite_files
+    from tools.problem import select_problem_files
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    files = []
-    for root in args.suite:
-        path = Path(root)
-        files += [path] if path.is_file() else suite_files(path)
-    if args.only:
-        files = [f for f in files if re.search(args.only, f"{f.parent.name}/{f.stem}")]
+    files = select_problem_files(args.suite, args.only)
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)

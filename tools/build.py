@@ -50,6 +50,8 @@ from typing import Any
 
 import torch
 
+from tools.hackcheck import kernel_names
+
 CACHE_ENV = "STITCHCUDA_CACHE"
 FORMAT_VERSION = 1  # bump when the layout of a cache entry changes
 META_FILE = "stitch_build.json"
@@ -334,31 +336,6 @@ def log_tail(output: str, build_dirs: Sequence[str] = (), chars: int = LOG_TAIL_
     lines = [_clean_line(raw, build_dirs) for raw in raw_lines if not _NOISE_RE.match(raw)]
     text = "\n".join(line for line in lines if line and len(line) <= 2000)
     return text[-chars:]
-
-
-_GLOBAL_RE = re.compile(r"__global__")
-_CALL_NAME_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
-_NOT_A_KERNEL_NAME = {
-    "__launch_bounds__",
-    "__cluster_dims__",
-    "__maxnreg__",
-    "__align__",
-    "alignas",
-    "__declspec",
-}
-
-
-def kernel_names(sources: Sequence[str]) -> list[str]:
-    """Names of the `__global__` functions defined in CUDA sources (templates included)."""
-    names: list[str] = []
-    for src in sources:
-        for hit in _GLOBAL_RE.finditer(src):
-            for m in _CALL_NAME_RE.finditer(src, hit.end(), min(len(src), hit.end() + 400)):
-                if m.group(1) not in _NOT_A_KERNEL_NAME:
-                    if m.group(1) not in names:
-                        names.append(m.group(1))
-                    break
-    return names
 
 
 # ----------------------------------------------------------------------------------------------

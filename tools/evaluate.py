@@ -82,12 +82,30 @@ def _drain(stream: Any, log: CappedLog) -> None:
         log.write(chunk)
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL a process group (the child started with start_new_session=True and all it spawned)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def wait_then_kill_group(proc: subprocess.Popen[Any], timeout_s: float) -> bool:
+    """Wait up to timeout_s, then end the child's whole group either way; True when it timed out.
+
+    Killing the group even after a clean exit ends whatever the child left running behind it.
+    """
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        kill_group(proc.pid)
+        proc.wait()
+    return timed_out
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from a file, or None when it is missing, unreadable or not an object."""
     try:
         value = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -176,14 +194,9 @@ def _evaluate_in(
     assert proc.stdout is not None
     drain = threading.Thread(target=_drain, args=(proc.stdout, log), daemon=True)
     drain.start()
-    timed_out = False
     try:
-        proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = wait_then_kill_group(proc, limit)  # also ends whatever the candidate left running
     finally:
-        _kill_group(proc.pid)  # also ends whatever the candidate left running
-        proc.wait()
         drain.join(timeout=5)
         proc.stdout.close()
         log.close()
@@ -192,10 +205,10 @@ def _evaluate_in(
         keep_log.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log.path, keep_log)
 
-    progress = _read_json(progress_path) or {}
+    progress = read_json(progress_path) or {}
     partial: dict[str, Any] = dict(progress.get("response") or {})
     phase = str(progress.get("phase") or "starting the worker")
-    response = None if timed_out else _read_json(response_path)
+    response = None if timed_out else read_json(response_path)
     if timed_out:
         response = {**partial, "status": "timeout", "message": f"timed out after {limit:g} s while {phase}"}
     elif response is None:

@@ -198,7 +198,14 @@ _NATIVE_MARKERS = re.compile(
 )
 _GLOBAL_RE = re.compile(r"__global__")
 _NAME_CALL_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
-_NOT_KERNEL_NAMES = {"__launch_bounds__", "__cluster_dims__", "__maxnreg__", "__align__", "alignas"}
+_NOT_KERNEL_NAMES = {
+    "__launch_bounds__",
+    "__cluster_dims__",
+    "__maxnreg__",
+    "__align__",
+    "alignas",
+    "__declspec",
+}
 _C_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _TORCH_HEADERS_RE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
 

@@ -16,6 +16,7 @@ import os
 import re
 import traceback
 import types
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,17 @@ def load_suite(path: str | Path) -> list[ProblemInfo]:
     if not root.is_dir():
         raise ProblemError(f"{root}: not a directory (a suite is a folder with level1/, level2/, ...)")
     return [load_problem(file) for file in suite_files(root)]
+
+
+def select_problem_files(roots: Iterable[str | Path], only: str | None = None) -> list[Path]:
+    """Problem files from suite folders or single files, in order; `only` filters on 'level/name'."""
+    files: list[Path] = []
+    for root in roots:
+        path = Path(root)
+        files += [path] if path.is_file() else suite_files(path)
+    if only:
+        files = [f for f in files if re.search(only, f"{f.parent.name}/{f.stem}")]
+    return files
 
 
 def suite_files(root: Path) -> list[Path]:

@@ -9,6 +9,7 @@ the same protocol.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, TypedDict
 
 Action = Literal["verify", "profile", "build"]
@@ -148,3 +149,14 @@ class EvalResponse(TypedDict, total=False):
     findings: list[Finding]  # dynamic hack checks (strict mode; static ones: tools.hackcheck.static_findings)
     operator_coverage: float | None  # share of the reference's GPU time no longer in PyTorch compute ops
     profile_split: dict[str, Any]  # dynamic checks: device ms per class (own, library, direct, torch, data)
+
+
+def json_safe(value: Any) -> Any:
+    """Strict JSON: non-finite floats become None, in nested dicts and lists too (messages say why)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value

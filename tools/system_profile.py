@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tools.evaluate import wait_then_kill_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RANGE_PREFIX = "stitch:"  # the driver's NVTX / record_function range is f"stitch:{target}"
@@ -419,15 +420,7 @@ def run_tool(
                 )
             except OSError as exc:
                 return ToolRun(list(command), None, f"cannot start {command[0]}: {exc}", 0.0)
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            timed_out = wait_then_kill_group(proc, timeout_s)
         text = Path(log_path).read_bytes()[-tail_chars:].decode(errors="replace")
         return ToolRun(list(command), proc.returncode, text, round(time.monotonic() - started, 3), timed_out)
     finally:

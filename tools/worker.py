@@ -40,7 +40,7 @@ import torch
 from tools import build, correctness, dynamic_checks, gpu_lock, profiling, timing
 from tools.hackcheck import Finding, finding, merge
 from tools.problem import ProblemError, exec_problem_source
-from tools.protocol import BuildInfo, EvalRequest, EvalResponse
+from tools.protocol import BuildInfo, EvalRequest, EvalResponse, json_safe
 
 DEFAULT_ARCH = "sm_90"  # the project's target (H100/H200) when neither the request nor a GPU says
 CANDIDATE_FILE = "candidate.py"
@@ -79,7 +79,7 @@ class Progress:
             return
         tmp = f"{self.path}.tmp"
         with open(tmp, "w") as handle:
-            json.dump({"phase": phase, "response": _finite(dict(self.response))}, handle)
+            json.dump({"phase": phase, "response": json_safe(dict(self.response))}, handle)
         os.replace(tmp, self.path)
 
 
@@ -100,17 +100,6 @@ def exception_summary(exc: BaseException, frames: int = 3) -> str:
         code = (frame.line or "").strip()
         lines.append(f"  {Path(frame.filename).name}:{frame.lineno} in {frame.name}: {code}")
     return "\n".join(lines)
-
-
-def _finite(value: Any) -> Any:
-    """Strict JSON: non-finite floats become None (the message says what happened)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 # ----------------------------------------------------------------------------------------------
@@ -834,7 +823,7 @@ def run_request(request: EvalRequest, progress_path: str | None = None) -> EvalR
     progress("done")  # closes the last phase's timing
     response["phase"] = "done" if response["status"] == "passed" else last_phase
     response["seconds"] = round(time.monotonic() - started, 3)
-    return _finite(response)
+    return json_safe(response)
 
 
 def _read_request(path: str | None) -> tuple[EvalRequest | None, str]:

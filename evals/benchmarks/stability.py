@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import re
 import statistics
 import sys
 import time
@@ -38,7 +37,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tools import baselines, build, correctness, gpu_lock, timing  # noqa: E402
-from tools.problem import exec_problem_source, suite_files  # noqa: E402
+from tools.problem import exec_problem_source, select_problem_files  # noqa: E402
 
 TARGET = 0.02
 
@@ -151,12 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     baselines.pin_precision()
     build.install_cached_load_inline(args.arch, build.default_cache_dir())
-    files = []
-    for root in args.suite:
-        path = Path(root)
-        files += [path] if path.is_file() else suite_files(path)
-    if args.only:
-        files = [f for f in files if re.search(args.only, f"{f.parent.name}/{f.stem}")]
+    files = select_problem_files(args.suite, args.only)
     solutions_root = Path(args.solutions) if args.solutions else None
     problems: dict[str, dict[str, Any]] = {}
     for file in files:

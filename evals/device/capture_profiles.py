@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -38,6 +35,7 @@ from typing import Any
 from tools import ncu as ncu_tool
 from tools import nsys as nsys_tool
 from tools import roofline
+from tools.evaluate import kill_group, wait_then_kill_group
 from tools.system_profile import (
     DEFAULT_ITERS,
     DEFAULT_WARMUP,
@@ -89,8 +87,7 @@ class Capture:
         """Builds run in their own sessions, which outlive the command: end any still running."""
         for proc in self.builds.values():
             if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                kill_group(proc.pid)
                 proc.wait()
 
     def elapsed(self) -> float:
@@ -229,11 +226,7 @@ def wait_build(cap: Capture, key: str, procs: dict[str, subprocess.Popen[bytes]]
     if proc is None:
         return False
     started = time.monotonic()
-    try:
-        proc.wait(timeout=max(1.0, cap.remaining() - RESERVE_S))
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    wait_then_kill_group(proc, max(1.0, cap.remaining() - RESERVE_S))
     proc.log.close()  # type: ignore[attr-defined]
     meta = read_meta(cap.raw / key / "build.json")
     cap.results["entries"][key]["build"] = meta
