@@ -349,7 +349,9 @@ def test_time_forward_dispatches_and_rejects_unknown_methods() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _event(name: str, *, cpu: bool, id_: int = 0, linked: int = 0, start: float = 0, end: float = 0) -> Any:
+def _event(
+    name: str, *, cpu: bool, id_: int = 0, linked: int = 0, start: float = 0, end: float = 0, range_: bool = False
+) -> Any:
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import FunctionEvent
 
@@ -361,6 +363,7 @@ def _event(name: str, *, cpu: bool, id_: int = 0, linked: int = 0, start: float 
         end_us=end,
         device_type=DeviceType.CPU if cpu else DeviceType.CUDA,
         linked_correlation_id=linked,
+        is_user_annotation=range_,
     )
 
 
@@ -370,6 +373,8 @@ def _trace(
     """CPU ops (id, name, parent id) with their kernels, and device kernels (name, linked op id, us).
 
     link_device=False leaves the device events' correlation ids at 0, as torch 2.11's parsed trace does.
+    Like a real trace, the device timeline also holds the wrapper's range (a gpu_user_annotation
+    spanning every kernel), which is not work and must not be counted.
     """
     events: dict[int, Any] = {}
     for id_, name, parent in ops:
@@ -381,6 +386,8 @@ def _trace(
         device.append(_event(name, cpu=False, linked=linked if link_device else 0, end=us))
         if linked:
             events[linked].append_kernel(name, 0, us)
+    span = sum(us for _, _, us in kernels)
+    device.append(_event(dynamic_checks.WRAPPER, cpu=False, end=span, range_=True))
     return list(events.values()) + device
 
 

@@ -49,7 +49,7 @@ from torch.autograd import DeviceType
 
 from tools.correctness import clone_inputs
 from tools.hackcheck import Finding, finding
-from tools.profiling import kernel_base_name
+from tools.profiling import is_device_work, is_transfer, kernel_base_name
 
 POISON_BYTE = 0xFF
 POISON_MAX_BYTES = 2 << 30  # the fresh poison segment: at most 2 GiB ...
@@ -315,13 +315,6 @@ DATA_OPS = {
 }  # fmt: skip
 
 
-def _is_transfer(event: Any) -> bool:
-    kind = (getattr(event, "activity_type", "") or "").lower()
-    if kind:
-        return "memcpy" in kind or "memset" in kind
-    return event.name.startswith(("Memcpy", "Memset", "memcpy", "memset"))
-
-
 def _outermost_aten(event: Any) -> str | None:
     """The outermost aten:: op among `event` and its CPU parents (the op the program called)."""
     found = None
@@ -365,10 +358,10 @@ def classify_events(events: Iterable[Any], own_kernels: Collection[str], iters: 
     streams: set[int] = set()
     own = set(own_kernels)
     for event in events:
-        if event.device_type != DeviceType.CUDA:
+        if not is_device_work(event):
             continue
         us = float(event.time_range.elapsed_us())
-        if _is_transfer(event):
+        if is_transfer(event):
             split["data"] += us
             continue
         streams.add(int(getattr(event, "device_resource_id", 0) or 0))

@@ -43,11 +43,22 @@ def kernel_base_name(name: str) -> str:
     return text.split("::")[-1].strip()
 
 
-def _is_transfer(event: Any) -> bool:
+def is_transfer(event: Any) -> bool:
+    """A profiler device event that is a copy or memset rather than a kernel."""
     kind = getattr(event, "activity_type", None)
     if kind:
         return "memcpy" in kind.lower() or "memset" in kind.lower()
     return event.name.startswith(_TRANSFER_PREFIXES)
+
+
+def is_device_work(event: Any) -> bool:
+    """A profiler event for work on the GPU (kernel, copy, memset).
+
+    `record_function` ranges also appear on the device timeline (`gpu_user_annotation`, device type
+    CUDA) spanning the kernels inside them; counting them would double every device total and
+    make a range look like a kernel launched by the program.
+    """
+    return event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False)
 
 
 def _top(per_name: dict[str, list[float]], total_us: float, top_k: int) -> list[dict[str, Any]]:
@@ -71,11 +82,11 @@ def summarize_cuda(
     launches = 0
     own_us = 0.0
     for event in events:
-        if event.device_type != DeviceType.CUDA:
+        if not is_device_work(event):
             continue
         duration = float(event.time_range.elapsed_us())
         per_name[event.name].append(duration)
-        if not _is_transfer(event):
+        if not is_transfer(event):
             launches += 1
         if kernel_base_name(event.name) in own_kernels:
             own_us += duration

@@ -12,7 +12,7 @@ program (a real Chrome trace for the fallback's tests). A job that would not fin
 budget runs out is skipped and listed as such; where nsys recorded but could not report, the
 PyTorch profiler's timeline stands in while time remains.
 
-OUT receives capture.tar.gz (every raw output: ncu raw CSV and .ncu-rep, nsys CSV reports, driver
+OUT receives capture.tar.gz (every raw output: ncu raw CSV (the .ncu-rep reports stay behind), nsys CSV reports, driver
 answers, logs, `ncu --query-metrics`, `nsys stats --help-reports`, versions) and results.json (the
 parsed records and summaries, what evals.device.write_reports reads), and summary.txt, whose table
 is also printed last.
@@ -53,7 +53,7 @@ REPO = Path(__file__).resolve().parents[2]
 ESTIMATE_S = {"ncu": 15.0, "nsys": 18.0, "torch": 10.0, "ceilings": 10.0}  # until one of each ran
 RESERVE_S = 15.0  # kept for the last post-processing, the archive and the table
 TORCH_TIMELINES = ("synthetic_host_sync",)
-SKIP_IN_TAR = (".sqlite", ".qdstrm", ".nsys-rep", ".tmp")
+SKIP_IN_TAR = (".sqlite", ".qdstrm", ".nsys-rep", ".ncu-rep", ".tmp")  # binary; the CSVs carry them
 
 
 class Capture:
