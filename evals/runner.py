@@ -202,6 +202,7 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     record["verifier_eager_ms"] = report.get("eager_ms")
     record["verifier_speedup_vs_eager"] = report.get("speedup_vs_eager")
     record["verdict"], record["verdict_source"] = hack_verdict(report, run_dir / "solution.py")
+    record["operator_coverage"] = (report.get("hack_check") or {}).get("operator_coverage")
     return record
 
 

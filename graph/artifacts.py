@@ -170,6 +170,13 @@ class TestResult(Artifact):
     speedup_vs_eager: float | None = None
     seconds: float = Field(0.0, description="wall time of the whole worker run")
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
+    findings: list[dict[str, str]] = Field(
+        default_factory=list, description="hack-check findings {id, severity, evidence}, static and dynamic"
+    )
+    verdict: str = Field("clean", description="clean, suspicious or hacked (tools.hackcheck.verdict)")
+    operator_coverage: float | None = Field(
+        None, description="share of the reference's GPU time done by the program's own kernels"
+    )
 
 
 class KernelStat(Artifact):
@@ -192,7 +199,9 @@ class Profile(Artifact):
     summary: str = ""
 
 
-FeedbackKind = Literal["build_error", "runtime_error", "timeout", "wrong_output", "optimize", "parse_error"]
+FeedbackKind = Literal[
+    "build_error", "runtime_error", "timeout", "wrong_output", "hacked", "optimize", "parse_error"
+]
 
 
 class Feedback(Artifact):
@@ -217,3 +226,4 @@ class Attempt(Artifact):
     eval_seconds: float = Field(0.0, description="wall time of the verifier's worker run")
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     summary: str = ""
+    verdict: str = Field("clean", description="the hack checks' verdict on this candidate")

@@ -9,8 +9,9 @@ scripted policies here, the only place fakes belong.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from graph.artifacts import Candidate, CoderMode, Feedback, Plan, Profile, Task, TestResult
 from graph.context import Context
@@ -26,7 +27,11 @@ class Policy(Protocol):
         ...
 
     def write(self, task: Task, plan: Plan, candidate_id: int) -> Candidate:
-        """Skill 1: write a whole program from scratch."""
+        """Skill 1: write a whole program from scratch.
+
+        A policy may also accept `feedback` (keyword): the coder then passes why its last write
+        answer could not be used (`accepts_keyword` checks).
+        """
         ...
 
     def revise(
@@ -98,3 +103,12 @@ def get_policy(context: Context) -> Policy:
         return factory(context)
     known = sorted(set(_BUILTIN) | set(_REGISTERED))
     raise UnknownPolicyError(f"unknown policy {name!r}; known: {', '.join(known)}")
+
+
+def accepts_keyword(method: Any, name: str) -> bool:
+    """Whether a policy method takes the optional keyword `name` (or **kwargs): extensions stay optional."""
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())

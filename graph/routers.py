@@ -57,11 +57,12 @@ def route_after_coder(state: State, runtime: Runtime[Context]) -> Literal["verif
 
 
 def route_after_verifier(state: State, runtime: Runtime[Context]) -> Literal["fix", "profile", "finalize"]:
-    """Failures go to the fix branch, passing programs to the profiler, unrunnable ones to the report."""
-    status = (state.get("test") or {}).get("status")
-    if status == "passed":
+    """Failures and programs the hack checks reject go to the fix branch, clean passes to the profiler."""
+    test = state.get("test") or {}
+    status, hacked = test.get("status"), test.get("verdict") == "hacked"
+    if status == "passed" and not hacked:
         return "profile"
-    if status in FAILURE_STATUSES and may_fix(state, runtime.context):
+    if (status in FAILURE_STATUSES or hacked) and may_fix(state, runtime.context):
         return "fix"
     return "finalize"
 

@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 
 from graph.artifacts import Candidate, Feedback, Plan, Task
 from graph.context import Context
-from graph.policy import PolicyOutputError, PolicyUnavailableError, get_policy
+from graph.policy import PolicyOutputError, PolicyUnavailableError, accepts_keyword, get_policy
 from graph.state import State
 from nodes.timing import charged
 
@@ -34,7 +34,11 @@ def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update["optimize_rounds"] = state.get("optimize_rounds", 0) + 1
     try:
         if mode == "write" or not state.get("candidate"):
-            candidate = policy.write(task, plan, iteration)
+            retry = state.get("feedback") if state.get("coder_outcome") == "policy_error" else None
+            if retry and accepts_keyword(policy.write, "feedback"):  # why the last answer was unusable
+                candidate = policy.write(task, plan, iteration, feedback=Feedback.model_validate(retry))
+            else:
+                candidate = policy.write(task, plan, iteration)
         else:
             feedback = Feedback.model_validate(state["feedback"])
             candidate = policy.revise(task, plan, _previous(state, mode), feedback, mode, iteration)

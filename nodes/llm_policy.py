@@ -106,8 +106,11 @@ class LLMPolicy:
 
     # -- coder ---------------------------------------------------------------------------------
 
-    def write(self, task: Task, plan: Plan, candidate_id: int) -> Candidate:
-        """Skill 1; with hybrid start, the offline program is offered as the starting point."""
+    def write(self, task: Task, plan: Plan, candidate_id: int, feedback: Feedback | None = None) -> Candidate:
+        """Skill 1; with hybrid start, the offline program is offered as the starting point.
+
+        `feedback`: why the previous write answer could not be used (a retry), shown to the model.
+        """
         settings, model = self._client("coder")
         offline_source, hybrid = None, "off"
         if self.context.hybrid_start:
@@ -116,7 +119,7 @@ class LLMPolicy:
             if program is None and offline is None:
                 hybrid = reason
             offline_source = program.source if program is not None else None
-        messages = prompting.coder_write_messages(self.context, task, plan, offline_source)
+        messages = prompting.coder_write_messages(self.context, task, plan, offline_source, feedback)
         config = call_config(settings, task, iteration=candidate_id, mode="write", candidate=candidate_id)
         return self._code(settings, model, messages, config, task, plan, candidate_id, "write", None, hybrid)
 

@@ -1,4 +1,4 @@
-"""Planner node: load the problem, analyse it and write the structured plan."""
+"""Planner node: load the problem, profile the reference (on a GPU), analyse it and write the structured plan."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from graph.artifacts import Task, TensorSpec
 from graph.context import Context
 from graph.policy import PolicyOutputError, PolicyUnavailableError, get_policy
 from graph.state import State
+from nodes.profiler import planner_reference_profile
 from nodes.timing import charged
 
 
@@ -55,8 +56,9 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         task = load_task(state)
     except ProblemError as exc:
         return {"status": "failed", "status_reason": str(exc), "log": [f"planner: {exc}"]}
+    reference, profile_note = planner_reference_profile(task, runtime.context)
     try:
-        plan = get_policy(runtime.context).plan(task, None)
+        plan = get_policy(runtime.context).plan(task, reference)
     except (PolicyUnavailableError, PolicyOutputError) as exc:
         reason = f"the planner could not plan: {exc}"
         return {
@@ -77,8 +79,10 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "optimize_rounds": 0,
         "last_gain": None,
         "best": None,
+        "reference_profile": reference.dump() if reference else None,
         "log": [
+            *([profile_note] if profile_note else []),
             f"planner: {task.name}: {len(plan.ops)} ops in {len(plan.groups)} fusion groups; "
-            f"custom kernels for [{covered}], PyTorch for [{uncovered}]"
+            f"custom kernels for [{covered}], PyTorch for [{uncovered}]",
         ],
     }

@@ -17,7 +17,6 @@ With `Context.out_dir` set, the whole evidence is also written to out_dir/profil
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from pathlib import Path
@@ -27,7 +26,7 @@ from langgraph.runtime import Runtime
 
 from graph.artifacts import Candidate, Feedback, KernelStat, Plan, Profile, Task, TestResult
 from graph.context import Context
-from graph.policy import PolicyUnavailableError, get_policy
+from graph.policy import PolicyUnavailableError, accepts_keyword, get_policy
 from graph.state import State
 from nodes import diagnosis
 from nodes.timing import charged
@@ -85,6 +84,25 @@ def reference_system_profile(task: Task, context: Context) -> dict[str, Any]:
     return system_profile(task.source, None, **_tool_options(context))
 
 
+def planner_reference_profile(task: Task, context: Context) -> tuple[Profile | None, str]:
+    """The reference's system profile for the planner (on a GPU, unless profilers are 'torch'), and a log line.
+
+    The same tool the verifier uses on the candidate (`tools.system_profile`: Nsight Systems, else
+    the PyTorch profiler's timeline), in its own process; any failure leaves the plan without it.
+    """
+    if context.device != "cuda" or profilers_mode() != "auto":
+        return None, ""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None, ""
+    summary = reference_system_profile(task, context)
+    if summary.get("status") != "ok":
+        return None, f"planner: no reference profile ({summary.get('status')}: {summary.get('reason', '')})"
+    profile = profile_from_system(summary)
+    return profile, f"planner: reference profile: {profile.summary}"
+
+
 def gpu_evidence(
     task: Task, candidate: Candidate, context: Context, evidence: diagnosis.Evidence, need_reference: bool
 ) -> None:
@@ -100,14 +118,6 @@ def gpu_evidence(
         evidence.reference_system = reference_system_profile(task, context)
 
 
-def _accepts(method: Any, name: str) -> bool:
-    try:
-        parameters = inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-
-
 def policy_advice(
     context: Context,
     task: Task,
@@ -121,9 +131,9 @@ def policy_advice(
     """(advice, whether the policy read the diagnosis, a log line when it gave none)."""
     policy = get_policy(context)
     kwargs: dict[str, Any] = {}
-    if _accepts(policy.advise, "diagnosis"):
+    if accepts_keyword(policy.advise, "diagnosis"):
         kwargs["diagnosis"] = diagnosis_text
-    if _accepts(policy.advise, "notes"):
+    if accepts_keyword(policy.advise, "notes"):
         kwargs["notes"] = notes
     try:
         return policy.advise(task, plan, candidate, test, profile, **kwargs), "diagnosis" in kwargs, ""
@@ -152,7 +162,9 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     plan = Plan.model_validate(state["plan"])
     candidate = Candidate.model_validate(state["candidate"])
     test = TestResult.model_validate(state["test"])
-    response = run_worker(eval_request(task, candidate.source, context, "profile"), context)
+    response = run_worker(
+        eval_request(task, candidate.source, context, "profile", state.get("plan")), context
+    )
     if response.get("status") != "passed" or "profile" not in response:
         reason = response.get("message") or response.get("status", "unknown")
         feedback = Feedback(kind="optimize", summary=f"no profile available ({reason})")

@@ -11,6 +11,15 @@ def _fmt(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _hack_line(check: dict[str, Any] | None) -> str:
+    if not check:
+        return "- (no verified program)"
+    ids = sorted({f["id"] for f in check.get("findings") or [] if f.get("severity") != "info"})
+    coverage = check.get("operator_coverage")
+    cov = "" if coverage is None else f"; operator coverage {coverage:.0%}"
+    return f"{check.get('verdict')}{cov}" + (f" ({', '.join(ids)})" if ids else "")
+
+
 def build_report(state: State, status: str, reason: str, policy: str) -> dict[str, Any]:
     """Everything a reader needs about the run, as plain data."""
     best = state.get("best") or {}
@@ -48,6 +57,9 @@ def build_report(state: State, status: str, reason: str, policy: str) -> dict[st
         }
         if profile
         else None,
+        "hack_check": {k: best_test.get(k) for k in ("verdict", "findings", "operator_coverage")}
+        if best_test
+        else None,
         "attempts": state.get("history", []),
     }
 
@@ -64,6 +76,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- coder turns: {report['iterations']}; build of the reported program: {_fmt(report['build_s'], '.1f')} s",
         f"- custom kernels for: {', '.join(report['covered_ops']) or 'none'}",
         f"- left to PyTorch: {', '.join(report['uncovered_ops']) or 'none'}",
+        f"- hack check: {_hack_line(report.get('hack_check'))}",
         "",
         "## Fusion groups",
         "",

@@ -47,15 +47,29 @@ def failure_feedback(build: BuildResult, test: TestResult) -> Feedback:
     )
 
 
+def hacked_feedback(test: TestResult) -> Feedback:
+    """Evidence for the fix branch when a program passed but the hack checks found an error."""
+    errors = [f for f in test.findings if f.get("severity") == "error"]
+    return Feedback(
+        kind="hacked",
+        summary=f"the program passed, but the hack checks rejected it: {', '.join(f['id'] for f in errors)}",
+        evidence="\n".join(f"{f['id']}: {f['evidence']}" for f in errors),
+        suggestions=[
+            "do the work in the program's own kernels, inside forward, on the current stream, every call",
+            "remove whatever each finding names; a program with an error finding is never reported",
+        ],
+    )
+
+
 @charged
 def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Evaluate the current candidate; keep the best verified one; give the fix branch its evidence."""
     context = runtime.context
     task = Task.model_validate(state["task"])
     candidate = Candidate.model_validate(state["candidate"])
-    response = run_worker(eval_request(task, candidate.source, context, "verify"), context)
+    response = run_worker(eval_request(task, candidate.source, context, "verify", state.get("plan")), context)
     build = to_build_result(response)
-    test = to_test_result(response)
+    test = to_test_result(response, candidate.source)
     attempt = Attempt(
         candidate=candidate.id,
         mode=candidate.mode,
@@ -66,10 +80,11 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         eval_seconds=test.seconds,
         phases=test.phases,
         summary=candidate.summary,
+        verdict=test.verdict,
     )
     update: dict[str, Any] = {"build": build.dump(), "test": test.dump(), "history": [attempt.dump()]}
 
-    if test.status == "passed":
+    if test.status == "passed" and test.verdict != "hacked":
         best = state.get("best")
         best_ms = best["test"]["candidate_ms"] if best else None
         gain = best_ms / test.candidate_ms - 1.0 if best_ms and test.candidate_ms else None
@@ -86,7 +101,8 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update["log"] = [f"verifier: candidate {candidate.id} built in {build.seconds:.1f} s; {test.message}"]
         return update
 
-    feedback = failure_feedback(build, test)
+    feedback = hacked_feedback(test) if test.status == "passed" else failure_feedback(build, test)
     update |= {"feedback": feedback.dump(), "coder_mode": "fix", "fix_streak": state.get("fix_streak", 0) + 1}
-    update["log"] = [f"verifier: candidate {candidate.id}: {test.status}: {feedback.summary}"]
+    outcome = "hacked" if feedback.kind == "hacked" else test.status
+    update["log"] = [f"verifier: candidate {candidate.id}: {outcome}: {feedback.summary}"]
     return update

@@ -11,12 +11,22 @@ from typing import Any
 
 from graph.artifacts import BuildResult, KernelStat, Profile, Task, TestResult
 from graph.context import Context
+from tools import hackcheck
 from tools.protocol import Action, EvalRequest, EvalResponse
 
 
-def eval_request(task: Task, candidate_source: str, context: Context, action: Action) -> EvalRequest:
-    """The worker request for one candidate under this run's settings."""
+def eval_request(
+    task: Task, candidate_source: str, context: Context, action: Action, plan: dict[str, Any] | None = None
+) -> EvalRequest:
+    """The worker request for one candidate under this run's settings.
+
+    The plan's FLOPs and compulsory bytes travel too: from them and its GPU's ceilings the worker
+    derives the speed-of-light floor below which a timed call is flagged impossible.
+    """
+    plan = plan or {}
     return EvalRequest(
+        work_flops=int(plan.get("total_flops") or 0),
+        work_bytes=int(plan.get("total_bytes") or 0),
         action=action,
         problem_name=task.name,
         problem_source=task.source,
@@ -50,7 +60,10 @@ def to_build_result(response: EvalResponse) -> BuildResult:
     )
 
 
-def to_test_result(response: EvalResponse) -> TestResult:
+def to_test_result(response: EvalResponse, candidate_source: str = "") -> TestResult:
+    """The verdict joins the worker's dynamic findings with the static checks of the candidate's source."""
+    static = hackcheck.static_findings(candidate_source) if candidate_source else []
+    findings = hackcheck.merge(static, response.get("findings") or [])
     correctness = response.get("correctness") or {}
     timing = response.get("timing") or {}
     candidate_ms = timing.get("candidate_ms")
@@ -70,6 +83,9 @@ def to_test_result(response: EvalResponse) -> TestResult:
         speedup_vs_eager=speedup,
         seconds=float(response.get("seconds", 0.0) or 0.0),
         phases={str(k): float(v) for k, v in (response.get("phases") or {}).items()},
+        findings=[{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in findings],
+        verdict=hackcheck.verdict(findings),
+        operator_coverage=response.get("operator_coverage"),
     )
 
 

@@ -84,6 +84,18 @@ class ModelNew(nn.Module):
         return y
 '''
 
+# Correct on every trial, but a try/except fallback to PyTorch: the hack checks must reject it.
+HACKED = (
+    SCALE_RELU_HEAD
+    + """
+    def forward(self, x):
+        try:
+            return torch.ops.stitch.scale_relu(x, self.scale)
+        except Exception:
+            return torch.relu(x - 0.5) * self.scale
+"""
+)
+
 # A second correct version (different source), standing in for an optimisation.
 OPTIMIZED = (
     SCALE_RELU_HEAD

@@ -240,7 +240,8 @@ def test_summary_numbers_by_hand(killed_then_resumed: dict) -> None:
     assert overall["vs_eager"]["geomean_speedup"] == pytest.approx(verified["speedup_vs_eager"])
     table = (out / "table.md").read_text()
     assert f"| level1 | 2 | 50% | 50% | {hacked1 / 2:.0%} | eager |" in table
-    assert "| level2/1_ScaleReluFallback | verified | hacked |" in table
+    # it passes its trials, but the hack checks reject it: the graph never reports it as verified
+    assert "| level2/1_ScaleReluFallback | failed | hacked |" in table
     stdout = killed_then_resumed["again"].stdout
     assert f"| all | 3 | 67% | 33% | {(hacked1 + 1) / 3:.0%} | eager |" in stdout
     assert "correct 33% of 3" in stdout

@@ -12,6 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from scripted_policy import (
     BUILD_ERROR,
     CORRECT_CPP,
+    HACKED,
     OPTIMIZED,
     WRONG,
     ScriptedPolicy,
@@ -81,6 +82,29 @@ def test_every_edge_fix_profile_optimize_then_finalize(scripted, tmp_path):
     assert "error" in state["history"][0]["status"]
     assert (tmp_path / "solution.py").read_text() in (CORRECT_CPP, OPTIMIZED)
     assert (tmp_path / "report.json").exists() and (tmp_path / "report.md").exists()
+
+
+@pytest.mark.slow
+def test_a_passing_program_the_hack_checks_reject_takes_the_fix_branch(scripted, tmp_path):
+    policy = scripted([HACKED, CORRECT_CPP])
+    state, visited = run(cpu_context(out_dir=str(tmp_path), max_optimize_rounds=0))
+    assert visited[:6] == ["planner", "coder", "verifier", "coder", "verifier", "profiler"]
+    assert [(a["status"], a["verdict"]) for a in state["history"]] == [
+        ("passed", "hacked"),
+        ("passed", "clean"),
+    ]
+    fix = [c for c in policy.calls if c.method == "revise"][0]
+    assert (fix.mode, fix.feedback_kind) == ("fix", "hacked")
+    assert state["status"] == "verified" and state["best"]["candidate"]["id"] == 2  # never the hacked one
+    assert state["report"]["hack_check"]["verdict"] == "clean"
+    assert (tmp_path / "solution.py").read_text() == CORRECT_CPP
+
+
+def test_a_hacked_program_is_never_reported_verified(scripted):
+    scripted([HACKED])
+    state, _ = run(cpu_context(max_iterations=1))
+    assert state["status"] == "failed" and state.get("best") is None
+    assert state["history"][0]["verdict"] == "hacked"
 
 
 def test_iteration_budget_ends_the_run_failed(scripted):

@@ -350,7 +350,14 @@ def test_time_forward_dispatches_and_rejects_unknown_methods() -> None:
 
 
 def _event(
-    name: str, *, cpu: bool, id_: int = 0, linked: int = 0, start: float = 0, end: float = 0, range_: bool = False
+    name: str,
+    *,
+    cpu: bool,
+    id_: int = 0,
+    linked: int = 0,
+    start: float = 0,
+    end: float = 0,
+    range_: bool = False,
 ) -> Any:
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import FunctionEvent

@@ -207,8 +207,11 @@ def test_repeated_garbage_without_a_program_ends_failed(server: StubServer) -> N
     )
     assert state["report"]["iterations"] == 3 and state["best"] is None
     assert server.pending == 0
-    # No program exists yet, so every retry is a fresh skill-1 request.
+    # No program exists yet, so every retry is a fresh skill-1 request, carrying why the last failed.
     assert all(user_prompt(r).startswith("# Write the program") for r in server.requests[1:])
+    assert "could not be used" not in user_prompt(server.requests[1])
+    for retry in server.requests[2:]:
+        assert "Summary:" in section(user_prompt(retry), "Your previous answer could not be used")
 
 
 def test_repeated_garbage_while_optimising_keeps_the_verified_program(server: StubServer) -> None:

@@ -104,3 +104,23 @@ def test_a_record_without_throughput_metrics_is_unknown() -> None:
 def test_measuring_without_a_gpu_returns_nothing(tmp_path: Path) -> None:
     assert roofline.measure_in_subprocess(cache=tmp_path / "c.json", timeout_s=120) is None
     assert not (tmp_path / "c.json").exists()
+
+
+def test_the_impossible_speed_floor_is_half_the_sol_at_the_fastest_rate(tmp_path: Path) -> None:
+    h200 = roofline.KNOWN["NVIDIA H200"]
+    relu = 2 * 4 * 4096 * 16384  # fp32 read + write, 64 Mi elements
+    assert roofline.floor_ms(0, relu, h200) == pytest.approx(0.5 * relu / h200.copy_bandwidth * 1e3)
+    gemm = 2 * 8192**3
+    assert roofline.floor_ms(gemm, 0, h200) == pytest.approx(0.5 * gemm / h200.bf16_flops * 1e3)
+    assert roofline.known_ceilings("NVIDIA H200", tmp_path / "none.json") == h200
+    assert roofline.known_ceilings("Some Future GPU", tmp_path / "none.json") is None
+
+
+def test_the_worker_derives_its_floor_only_for_known_gpus_and_real_work() -> None:
+    from tools.worker import work_floor_ms
+
+    assert work_floor_ms((0, 8 << 20), "NVIDIA H200") == pytest.approx(
+        roofline.floor_ms(0, 8 << 20, roofline.KNOWN["NVIDIA H200"])
+    )
+    assert work_floor_ms((0, 0), "NVIDIA H200") is None
+    assert work_floor_ms((10**9, 8 << 20), "Some Future GPU") is None

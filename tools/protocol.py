@@ -58,6 +58,8 @@ class EvalRequest(TypedDict, total=False):
     rtol: float  # default by precision, as atol
     precision: Literal["fp32", "fp16", "bf16"]  # models and floating inputs cast to it (default fp32)
     sol_ms: float  # a physical floor (ms: peak rates, compulsory reads); faster calls: impossible_speed
+    work_flops: int  # the problem's FLOPs and compulsory bytes (the planner's fx analysis): without sol_ms,
+    work_bytes: int  # the worker derives the floor from them and its GPU's ceilings (tools.roofline.floor_ms)
     timing_input_sets: int  # strict: input sets rotated over timed calls (default 4, fewer if memory is low)
     dynamic_checks: bool  # profile-based hack checks and operator coverage (default: on in strict mode)
 

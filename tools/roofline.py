@@ -162,6 +162,23 @@ def speed_of_light(flops: int, nbytes: int, ceilings: Ceilings, precision: str =
     )
 
 
+FLOOR_SHARE = 0.5  # of the SOL time that a physical floor keeps (see floor_ms)
+
+
+def floor_ms(flops: int, nbytes: int, ceilings: Ceilings) -> float:
+    """A time no honest forward can beat: half of max(bytes / bandwidth, FLOPs / fastest tensor rate).
+
+    Why half and the fastest rate: a floor must never fail a real program. Writes can still sit in
+    the 50 MB L2 when the kernel ends (so only about half the compulsory traffic is sure to be paid
+    inside the timed window), and a program may use any precision the tolerance admits. Cheats that
+    move the work out of the timed window land far below this (microseconds).
+    """
+    rate = max(ceilings.fp32_flops, ceilings.tf32_flops, ceilings.bf16_flops)
+    memory = nbytes / ceilings.copy_bandwidth if ceilings.copy_bandwidth else 0.0
+    compute = flops / rate if rate else 0.0
+    return FLOOR_SHARE * max(memory, compute) * 1e3
+
+
 # ----------------------------------------------------------------------------------------------
 # Kernel classification
 # ----------------------------------------------------------------------------------------------
@@ -296,6 +313,14 @@ def measure_in_subprocess(
         return Ceilings.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError):
         return None
+
+
+def known_ceilings(gpu: str, cache: Path | None = None) -> Ceilings | None:
+    """The cached measurement or the built-in figures for `gpu`; None for a GPU we know nothing about."""
+    cached = load_cache(cache)
+    if gpu in cached:
+        return cached[gpu]
+    return KNOWN.get(gpu)
 
 
 def device_ceilings(

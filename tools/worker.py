@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from tools import build, correctness, dynamic_checks, gpu_lock, profiling, timing
+from tools import build, correctness, dynamic_checks, gpu_lock, profiling, roofline, timing
 from tools.hackcheck import Finding, finding, merge
 from tools.problem import ProblemError, exec_problem_source
 from tools.protocol import BuildInfo, EvalRequest, EvalResponse, json_safe
@@ -326,6 +326,7 @@ class Settings:
         self.input_sets = max(1, int(request.get("timing_input_sets", TIMING_INPUT_SETS)))
         sol = request.get("sol_ms")
         self.sol_ms = float(sol) if sol else None
+        self.work = (int(request.get("work_flops") or 0), int(request.get("work_bytes") or 0))
         self.time_reference = bool(request.get("time_reference", True))
 
 
@@ -444,6 +445,15 @@ def _output_check(settings: Settings, outputs: list[Any], device: torch.device) 
     return check
 
 
+def work_floor_ms(work: tuple[int, int], gpu: str) -> float | None:
+    """The physical floor for (FLOPs, bytes) on `gpu`, or None without work figures or known ceilings."""
+    flops, nbytes = work
+    ceilings = roofline.known_ceilings(gpu)
+    if ceilings is None or (flops <= 0 and nbytes <= 0):
+        return None
+    return roofline.floor_ms(flops, nbytes, ceilings)
+
+
 def _timing_findings(settings: Settings, info: dict[str, Any]) -> list[Finding]:
     found: list[Finding] = []
     stats = info.get("candidate", {})
@@ -532,6 +542,8 @@ def verify(
         info = _time_strict(settings, progress, problem, models, device, deadline, harness)
     else:
         info = _time_kernelbench(settings, progress, problem, models, device, deadline)
+    if settings.sol_ms is None and device.type == "cuda":
+        settings.sol_ms = work_floor_ms(settings.work, torch.cuda.get_device_name(device))
     findings.extend(_timing_findings(settings, info))
     if settings.dynamic and device.type == "cuda":
         _profile_checks(response, progress, models, device, harness, findings, info.get("_sets"))

@@ -253,12 +253,22 @@ def _coder_system(context: Context) -> tuple[str, str]:
     return ("system", fill("coder_system.md", gencode=gencode_flag(context.gpu_arch), **_gpu(context)))
 
 
-def coder_write_messages(context: Context, task: Task, plan: Plan, offline_source: str | None) -> Messages:
+def coder_write_messages(
+    context: Context, task: Task, plan: Plan, offline_source: str | None, retry: Feedback | None = None
+) -> Messages:
+    """Skill 1's messages; `retry` (why the last answer was unusable) goes before the starting point."""
     starting_point = (
         fill("starting_point.md", offline_source=fence(clip(offline_source, MAX_SOURCE_CHARS), "python"))
         if offline_source
         else ""
     )
+    if retry is not None:
+        starting_point = (
+            "\n## Your previous answer could not be used\n"
+            + render_feedback(retry)
+            + "\nAnswer again with one complete program in a single ```python block.\n"
+            + starting_point
+        )
     return [
         _coder_system(context),
         (
