@@ -559,7 +559,9 @@ def _coalescing(kernel: _Kernel) -> list[Finding]:
     for kind, op in _COALESCING:
         pct = getattr(k, f"global_{kind}_bytes_per_sector_pct")
         spr = getattr(k, f"global_{kind}_sectors_per_request")
-        if pct is not None:
+        # 0% is no evidence: the SASS-patched byte count misses cp.async (LDGSTS) loads, so a cuBLAS
+        # GEMM reads 0% used bytes at 4 sectors per request (perfectly coalesced) on the H200.
+        if pct:
             efficiency = pct / 100.0
         elif spr is not None and spr > 16.5:  # a fully coalesced 128-bit warp access is 16 sectors
             efficiency = 16.0 / spr
