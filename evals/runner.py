@@ -186,11 +186,11 @@ def hack_verdict(report: dict[str, Any], solution: Path) -> tuple[str | None, st
     if not solution.exists():
         return None, None
     try:
-        from tools.hackcheck import static_report
+        from tools.hackcheck import hack_report
     except ImportError:
         return None, None
     try:
-        return str(static_report(solution.read_text())["verdict"]), "static"
+        return str(hack_report(solution.read_text())["verdict"]), "static"
     except Exception as exc:  # the checker must not sink the suite run; the record says why
         return None, f"static check failed: {type(exc).__name__}: {exc}"
 

@@ -230,13 +230,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             print(f"stitchcuda: {label} {path}: cannot be read ({exc})", file=sys.stderr)
             return EXIT_BAD_INPUT
-    findings = hackcheck.static_findings(texts["solution"])
+    dynamic: list[dict[str, str]] = []
     coverage = None
     if not args.static_only:
         dynamic, coverage = _dynamic_findings(args, texts["problem"], texts["solution"])
-        findings = hackcheck.merge(findings, dynamic)
-    verdict = hackcheck.verdict(findings)
-    print(json.dumps({"verdict": verdict, "findings": findings, "operator_coverage": coverage}, indent=2))
+    report = hackcheck.hack_report(texts["solution"], dynamic)
+    verdict = report["verdict"]
+    print(
+        json.dumps(
+            {"verdict": verdict, "findings": report["findings"], "operator_coverage": coverage}, indent=2
+        )
+    )
     return 0 if verdict == "clean" else EXIT_FAILED
 
 

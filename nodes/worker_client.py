@@ -60,10 +60,9 @@ def to_build_result(response: EvalResponse) -> BuildResult:
     )
 
 
-def to_test_result(response: EvalResponse, candidate_source: str = "") -> TestResult:
+def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
     """The verdict joins the worker's dynamic findings with the static checks of the candidate's source."""
-    static = hackcheck.static_findings(candidate_source) if candidate_source else []
-    findings = hackcheck.merge(static, response.get("findings") or [])
+    hack = hackcheck.hack_report(candidate_source, response.get("findings") or [])
     correctness = response.get("correctness") or {}
     timing = response.get("timing") or {}
     candidate_ms = timing.get("candidate_ms")
@@ -83,8 +82,8 @@ def to_test_result(response: EvalResponse, candidate_source: str = "") -> TestRe
         speedup_vs_eager=speedup,
         seconds=float(response.get("seconds", 0.0) or 0.0),
         phases={str(k): float(v) for k, v in (response.get("phases") or {}).items()},
-        findings=[{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in findings],
-        verdict=hackcheck.verdict(findings),
+        findings=[{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in hack["findings"]],
+        verdict=hack["verdict"],
         operator_coverage=response.get("operator_coverage"),
     )
 

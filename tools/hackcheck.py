@@ -1153,7 +1153,7 @@ def static_findings(source: str) -> list[Finding]:
     return merge(sorted(found, key=lambda f: order[f["severity"]]))
 
 
-def static_report(source: str) -> dict[str, Any]:
-    """{"verdict", "findings", "fallbacks"} for one program, from the static checks alone."""
-    found = static_findings(source)
+def hack_report(source: str, dynamic: Iterable[Finding] = ()) -> dict[str, Any]:
+    """{"verdict", "findings", "fallbacks"} for one program: its static checks, then any dynamic findings."""
+    found = merge(static_findings(source), dynamic)
     return {"verdict": verdict(found), "findings": found, "fallbacks": fallback_count(found)}

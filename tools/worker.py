@@ -454,7 +454,8 @@ def work_floor_ms(work: tuple[int, int], gpu: str) -> float | None:
     return roofline.floor_ms(flops, nbytes, ceilings)
 
 
-def _timing_findings(settings: Settings, info: dict[str, Any]) -> list[Finding]:
+def _timing_findings(info: dict[str, Any], sol_ms: float | None) -> list[Finding]:
+    """What the timing shows: escaped work, disagreeing clocks, a call below the physical floor."""
     found: list[Finding] = []
     stats = info.get("candidate", {})
     if stats.get("off_stream"):
@@ -475,15 +476,15 @@ def _timing_findings(settings: Settings, info: dict[str, Any]) -> list[Finding]:
                 f"({stats['host_mean_ms']:.4g} ms) disagree",
             )
         )
-    if settings.sol_ms and stats:
-        floor = settings.sol_ms * (1.0 - SOL_SLACK) - SOL_SLACK_MS
+    if sol_ms and stats:
+        floor = sol_ms * (1.0 - SOL_SLACK) - SOL_SLACK_MS
         if stats["min_ms"] < floor:
             found.append(
                 finding(
                     "impossible_speed",
                     "error",
                     f"a timed call took {stats['min_ms']:.4g} ms, below the speed-of-light floor of "
-                    f"{settings.sol_ms:.4g} ms: the work did not happen inside the timed window",
+                    f"{sol_ms:.4g} ms: the work did not happen inside the timed window",
                 )
             )
     if info.get("eager_ms") and info.get("candidate_ms"):
@@ -542,9 +543,10 @@ def verify(
         info = _time_strict(settings, progress, problem, models, device, deadline, harness)
     else:
         info = _time_kernelbench(settings, progress, problem, models, device, deadline)
-    if settings.sol_ms is None and device.type == "cuda":
-        settings.sol_ms = work_floor_ms(settings.work, torch.cuda.get_device_name(device))
-    findings.extend(_timing_findings(settings, info))
+    sol_ms = settings.sol_ms
+    if sol_ms is None and device.type == "cuda":  # no floor given: derive it from the plan's work
+        sol_ms = work_floor_ms(settings.work, torch.cuda.get_device_name(device))
+    findings.extend(_timing_findings(info, sol_ms))
     if settings.dynamic and device.type == "cuda":
         _profile_checks(response, progress, models, device, harness, findings, info.get("_sets"))
     info.pop("_sets", None)
