@@ -379,7 +379,14 @@ def test_reports_are_written_from_a_captures_results(tmp_path: Path) -> None:
     assert data["candidate"]["diagnosis"]["speed_of_light"]["pct_of_sol"] == pytest.approx(95.1, abs=0.1)
     assert data["reference"]["feedback"]["kind"] == "optimize"
     index = (tmp_path / "README.md").read_text()
-    assert "| [level1_1_ReLU](level1_1_ReLU.md) | candidate | 1.05 | 95.1 | 95 | 1 | memory-bound |" in index
+    reference_ms = data["reference"]["diagnosis"]["speed_of_light"]["measured_ms"]
+    ratio = f"{reference_ms / data['candidate']['diagnosis']['speed_of_light']['measured_ms']:.2f}x"
+    assert (
+        f"| [level1_1_ReLU](level1_1_ReLU.md) | candidate | 1.05 | {ratio} | 95.1 | 95 | 1 | memory-bound |"
+        in index
+    )
+    assert ratio == "1.00x"  # the captured ReLU candidate matches eager (both at the DRAM roof)
+    assert "| [level1_1_ReLU](level1_1_ReLU.md) | reference | 1.053 | - | " in index
 
 
 def test_profile_node_on_the_cpu_gives_cited_feedback_and_writes_the_report(tmp_path: Path) -> None:

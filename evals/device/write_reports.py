@@ -131,6 +131,13 @@ def system_rows(system: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def speedup_cell(target: str, reference_ms: float | None, measured_ms: float | None) -> str:
+    """Reference time / candidate time: both come from the same capture, so the ratio is side by side."""
+    if target != "candidate" or not reference_ms or not measured_ms:
+        return "-"
+    return f"{reference_ms / measured_ms:.2f}x"
+
+
 def feedback_rows(feedback: Feedback) -> list[str]:
     lines = [f"**{feedback.summary}**", "", "Suggestions, ranked:"]
     lines += [f"{i}. {s}" for i, s in enumerate(feedback.suggestions, 1)]
@@ -147,8 +154,8 @@ def write_reports(
     ceilings = Ceilings.from_dict(measured) if measured else device_ceilings("NVIDIA H200")
     written: list[Path] = []
     index = [
-        "| program | target | wall ms/fwd | % of SOL | GPU busy % | kernels/fwd | bottleneck |",
-        "|---|---|---|---|---|---|---|",
+        "| program | target | wall ms/fwd | vs reference | % of SOL | GPU busy % | kernels/fwd | bottleneck |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, entry in results.get("entries", {}).items():
         plan = Plan.model_validate(entry["plan"]) if entry.get("plan") else None
@@ -157,6 +164,7 @@ def write_reports(
         if sol is not None:
             md += [f"Speed of light on {ceilings.gpu} ({ceilings.source}): {sol.describe()}", ""]
         data: dict[str, Any] = {"problem": entry.get("problem"), "ceilings": ceilings.to_dict()}
+        reference_ms: float | None = None
         for target in ("reference", "candidate"):
             slot = entry.get(target)
             if not slot:
@@ -185,9 +193,11 @@ def write_reports(
             }
             busy = (system or {}).get("gpu_busy_pct") if (system or {}).get("status") == "ok" else None
             kernels = (system or {}).get("kernel_count") if busy is not None else None
+            if target == "reference":
+                reference_ms = diagnosed.measured_ms
             index.append(
                 f"| [{key}]({key}.md) | {target} | {_cell(diagnosed.measured_ms, '{:.4g}')} | "
-                f"{_cell(pct, '{:.1f}')} | {_cell(busy, '{:.0f}')} | {_cell(kernels, '{:g}')} | "
+                f"{speedup_cell(target, reference_ms, diagnosed.measured_ms)} | {_cell(pct, '{:.1f}')} | {_cell(busy, '{:.0f}')} | {_cell(kernels, '{:g}')} | "
                 f"{diagnosed.top.rule if diagnosed.top else '-'} |"
             )
         (out / f"{key}.md").write_text("\n".join(md) + "\n")
