@@ -19,6 +19,7 @@ every rule is tested on the CPU from captured profiles.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,7 @@ TOP_FINDINGS_CITED = 3
 NOTES_PER_FINDING = 2
 MAX_SUGGESTIONS = 8
 NOTE_CHARS = 1500
-MIN_KERNEL_SHARE = 0.05  # kernels below this share of the profiled kernel time get no kernel rules
+MIN_KERNEL_SHARE = 0.02  # kernels below this share of the profiled kernel time get no kernel rules
 
 Retriever = Callable[[str, int], Sequence[Any]]  # (query, k) -> hits with .id, .title, .text
 
@@ -518,6 +519,22 @@ _STALL_ADVICE = {
 }
 
 
+# Kernels whose code is a library's (cuBLAS, CUTLASS, cuDNN, PyTorch's own, CUB): advice to edit
+# their code is useless; what helps is changing how they are called (batch, fuse, reformulate).
+_LIBRARY_KERNEL = re.compile(
+    r"cublas|cutlass|xmma|cudnn|nvjet|splitKreduce|\bgemv|\bat::|\bc10::|\bcub::|"
+    r"\b(sm\d{2,3}|ampere|hopper|volta|turing)_[a-z0-9]*gemm",
+    re.IGNORECASE,
+)
+
+_GEMM_KERNEL = re.compile(r"gemm|\bgemv|splitK|cutlass|xmma|nvjet", re.IGNORECASE)
+
+
+def is_library_kernel(name: str) -> bool:
+    """True for a kernel a library ships (matched on the full demangled name); ours start with stitch_."""
+    return not name.startswith(("stitch_", "void stitch_")) and bool(_LIBRARY_KERNEL.search(name))
+
+
 @dataclass
 class _Kernel:
     """One kernel group as the kernel rules see it."""
@@ -527,6 +544,7 @@ class _Kernel:
     cls: str
     kernel_share: float  # of the profiled kernel time
     share: float  # of the forward (kernel share x busy fraction)
+    library: bool = False  # a library's kernel: only how it is called can change
 
     @property
     def where(self) -> str:
@@ -540,9 +558,17 @@ def _kernel_rules(facts: _Facts) -> list[Finding]:
             continue
         k: KernelMetrics = group["exemplar"]
         kernel = _Kernel(
-            k, k.base_name or k.name, group["class"], group["share"], group["share"] * facts.busy_fraction
+            k,
+            k.base_name or k.name,
+            group["class"],
+            group["share"],
+            group["share"] * facts.busy_fraction,
+            library=is_library_kernel(k.name),
         )
-        for rule in (_coalescing, _bank_conflicts, _occupancy, _spills, _divergence, _class_finding):
+        # A library kernel's registers, shared memory, branches and spills are its authors' choices;
+        # its access pattern and boundedness still follow from the shapes and layouts it is given.
+        code_rules = () if kernel.library else (_bank_conflicts, _occupancy, _spills, _divergence)
+        for rule in (_coalescing, *code_rules, _class_finding):
             findings += rule(kernel)
     return findings
 
@@ -746,17 +772,49 @@ def _spills(kernel: _Kernel) -> list[Finding]:
 
 
 def _divergence(kernel: _Kernel) -> list[Finding]:
-    uniform = kernel.k.branch_uniformity_pct
-    if uniform is None or uniform >= 80.0:
+    """Lanes masked off: active threads per instruction first (what divergence costs), branch uniformity else.
+
+    Branch uniformity alone misleads both ways on real records: a branch-free kernel reads 0%, and a
+    kernel whose lanes split once before two long uniform loops reads 99% while half its lanes idle.
+    """
+    k = kernel.k
+    efficiency, uniform = k.simt_efficiency, k.branch_uniformity_evidence
+    evidence: dict[str, Any] = {}
+    if efficiency is not None:
+        if efficiency >= 0.8:
+            return []
+        lost = 1.0 - efficiency
+        title = (
+            f"warp divergence {kernel.where}: {k.threads_per_instruction:.1f} threads active per instruction "
+            f"({efficiency:.0%} of the warp)"
+        )
+        evidence.update(
+            threads_per_instruction=k.threads_per_instruction, simt_efficiency=round(efficiency, 3)
+        )
+    elif uniform is not None and uniform < 80.0:
+        lost = 1.0 - uniform / 100.0
+        title = f"warp divergence {kernel.where}: {uniform:.0f}% of branches are uniform across the warp"
+    else:
         return []
+    if uniform is not None:
+        evidence["branch_uniformity_pct"] = uniform
+    if k.branch_instructions is not None:
+        evidence["branch_instructions"] = k.branch_instructions
     return [
         Finding(
             rule="warp-divergence",
-            title=f"warp divergence {kernel.where}: {uniform:.0f}% of branches are uniform across the warp",
-            impact=kernel.share * (1.0 - uniform / 100.0) * 0.5,
-            evidence={"branch_uniformity_pct": uniform},
-            symptoms=["warp divergence", "low branch efficiency", "threads of a warp take different paths"],
-            metrics=["smsp__sass_average_branch_targets_threads_uniform.pct"],
+            title=title,
+            impact=kernel.share * lost * 0.5,
+            evidence=evidence,
+            symptoms=[
+                "warp divergence",
+                "few active threads per instruction",
+                "threads of a warp take different paths",
+            ],
+            metrics=[
+                "smsp__average_thread_inst_executed_per_inst_executed.ratio",
+                "smsp__sass_average_branch_targets_threads_uniform.pct",
+            ],
             advice=[
                 f"Make {kernel.name}'s branches uniform per warp (select with arithmetic, or order the work so a "
                 "warp takes one path)."
@@ -812,7 +870,10 @@ def _class_finding(kernel: _Kernel) -> list[Finding]:
                     "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
                 ],
                 advice=[
-                    f"Cut {name}'s instruction count (fewer index computations, fused multiply-adds, register blocking)."
+                    f"{name} is a library kernel near its compute roof: gains come from a cheaper formulation "
+                    "(fewer FLOPs, tensor cores where the tolerance allows, its epilogue fused), not from its code."
+                    if kernel.library
+                    else f"Cut {name}'s instruction count (fewer index computations, fused multiply-adds, register blocking)."
                 ],
                 kernel=name,
             )
@@ -848,9 +909,19 @@ def _class_finding(kernel: _Kernel) -> list[Finding]:
         symptoms = [*symptoms, "small grid", "fewer blocks than SMs"]
         metrics.append("launch__waves_per_multiprocessor")
         extra.append(
-            f"{name} launches {k.waves_per_sm:.2f} waves: use more, smaller blocks (or split the rows or K) "
+            f"{name} is a library kernel given {k.waves_per_sm:.2f} waves of work per call: "
+            + (
+                "batch the calls into one larger or strided-batched GEMM (e.g. every time step's input "
+                "projection at once), or fuse the small ops around it."
+                if _GEMM_KERNEL.search(k.name)
+                else "fuse it with its neighbours into one kernel of ours, or make one call over the whole input."
+            )
+            if kernel.library
+            else f"{name} launches {k.waves_per_sm:.2f} waves: use more, smaller blocks (or split the rows or K) "
             "to fill every SM."
         )
+    if kernel.library:  # its code is not ours: only the call-level advice applies
+        advice = ""
     return [
         Finding(
             rule="latency-bound",
@@ -859,7 +930,7 @@ def _class_finding(kernel: _Kernel) -> list[Finding]:
             evidence=evidence,
             symptoms=list(symptoms),
             metrics=metrics,
-            advice=[*extra, advice],
+            advice=[a for a in (*extra, advice) if a],
             kernel=name,
         )
     ]

@@ -20,6 +20,13 @@ def _hack_line(check: dict[str, Any] | None) -> str:
     return f"{check.get('verdict')}{cov}" + (f" ({', '.join(ids)})" if ids else "")
 
 
+PROFILE_FIELDS = ("source", "device_ms", "kernel_count", "own_kernel_share", "summary")
+
+
+def _profile_fields(profile: dict[str, Any] | None) -> dict[str, Any] | None:
+    return {k: profile.get(k) for k in PROFILE_FIELDS} if profile else None
+
+
 def build_report(state: State, status: str, reason: str, policy: str) -> dict[str, Any]:
     """Everything a reader needs about the run, as plain data."""
     best = state.get("best") or {}
@@ -28,7 +35,6 @@ def build_report(state: State, status: str, reason: str, policy: str) -> dict[st
     plan = state.get("plan") or {}
     task = state.get("task") or {}
     shown = best.get("candidate") or state.get("candidate") or {}
-    profile = state.get("profile") or {}
     return {
         "problem": task.get("name") or state.get("problem_name") or state.get("problem_path"),
         "status": status,
@@ -52,11 +58,8 @@ def build_report(state: State, status: str, reason: str, policy: str) -> dict[st
             "total_bytes": plan.get("total_bytes"),
             "cuda_graph": (plan.get("host") or {}).get("cuda_graph"),
         },
-        "profile": {
-            k: profile.get(k) for k in ("source", "device_ms", "kernel_count", "own_kernel_share", "summary")
-        }
-        if profile
-        else None,
+        "profile": _profile_fields(state.get("profile")),
+        "reference_profile": _profile_fields(state.get("reference_profile")),
         "hack_check": {k: best_test.get(k) for k in ("verdict", "findings", "operator_coverage")}
         if best_test
         else None,
@@ -100,6 +103,10 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {a['candidate']} | {a['mode']} | {a['status']} | {_fmt(a.get('candidate_ms'))} | "
             f"{_fmt(a.get('speedup_vs_eager'), '.2f')} | {_fmt(a.get('build_seconds'), '.1f')} | {a.get('summary', '')} |"
         )
-    if report.get("profile"):
-        lines += ["", "## Profile", "", report["profile"].get("summary") or ""]
+    profiles = [
+        (who, report.get(key)) for who, key in (("reference", "reference_profile"), ("candidate", "profile"))
+    ]
+    if any(profile for _, profile in profiles):
+        lines += ["", "## Profile", ""]
+        lines += [f"- {who}: {profile.get('summary') or ''}" for who, profile in profiles if profile]
     return "\n".join(lines) + "\n"

@@ -1,7 +1,7 @@
 """nodes.diagnosis: rules over profiles -> ranked findings -> Feedback citing retrieved guidance.
 
 Evidence comes from the profiler fixtures (tests/fixtures/profiles: real H200 captures where one exists,
-hand-made otherwise; see the README there) and small Plans built here. Retrieval runs against the real
+hand-made for the few error cases; see the README there) and small Plans built here. Retrieval runs against the real
 guidance store (Chroma, offline embedder) in the session's temporary store directory.
 """
 
@@ -57,8 +57,19 @@ def bad_kernels() -> diagnosis.Diagnosis:
     return diagnosis.diagnose(evidence, plan=TRANSPOSE, ceilings=MEASURED)
 
 
+def transpose_only() -> diagnosis.Diagnosis:
+    """The naive transpose alone (the same real record): a program whose one kernel stores uncoalesced."""
+    kernels = [
+        k for k in records("bad_kernels_candidate.raw.csv").kernels if k.base_name == "transpose_naive"
+    ]
+    evidence = diagnosis.Evidence(
+        ncu=ncu.NcuResult("ok", target="candidate", kernels=kernels), device="NVIDIA H200"
+    )
+    return diagnosis.diagnose(evidence, plan=TRANSPOSE, ceilings=MEASURED)
+
+
 def host_sync() -> diagnosis.Diagnosis:
-    evidence = diagnosis.Evidence(system=system("host_sync", "candidate", 2), device="NVIDIA H200")
+    evidence = diagnosis.Evidence(system=system("host_sync", "candidate", 5), device="NVIDIA H200")
     return diagnosis.diagnose(evidence, plan=HOST_SYNC, ceilings=MEASURED)
 
 
@@ -68,16 +79,20 @@ def rules(d: diagnosis.Diagnosis) -> list[str]:
 
 def test_every_planted_kernel_bottleneck_is_found_and_the_worst_ranks_first() -> None:
     d = bad_kernels()
-    assert d.top is not None and d.top.rule == "uncoalesced-access" and d.top.kernel == "transpose_naive"
-    assert d.top.evidence["global_store_bytes_used_per_sector_pct"] == 12.5
+    # Five kernels each make a full pass over the matrix (and one spills): 16x the minimum traffic.
+    assert d.top is not None and d.top.rule == "redundant-passes"
     found = {(f.rule, f.kernel) for f in d.findings}
     assert {
+        ("uncoalesced-access", "transpose_naive"),
         ("bank-conflicts", "transpose_smem_conflicts"),
         ("warp-divergence", "divergent_scale"),
         ("low-occupancy-shared-memory", "smem_hog"),
         ("register-spills", "spill_scratch"),
-        ("redundant-passes", ""),
     } <= found
+    # The branch-free kernels read 0% branch uniformity; that is no divergence evidence.
+    assert {k for r, k in found if r == "warp-divergence"} == {"divergent_scale"}
+    uncoalesced = next(f for f in d.findings if f.rule == "uncoalesced-access")
+    assert uncoalesced.evidence["global_store_bytes_used_per_sector_pct"] == 12.5
     impacts = [f.impact for f in d.findings]
     assert impacts == sorted(impacts, reverse=True) and all(0.0 <= i <= 1.0 for i in impacts)
 
@@ -85,13 +100,14 @@ def test_every_planted_kernel_bottleneck_is_found_and_the_worst_ranks_first() ->
 def test_redundant_passes_compares_dram_bytes_with_the_plans_minimum() -> None:
     finding = next(f for f in bad_kernels().findings if f.rule == "redundant-passes")
     assert finding.evidence["minimum_bytes"] == 1_073_741_824
-    assert finding.evidence["ratio"] == pytest.approx(2_415_050_752 / 1_073_741_824, abs=0.01)
+    moved = sum(k.dram_bytes or 0.0 for k in records("bad_kernels_candidate.raw.csv").kernels)
+    assert finding.evidence["ratio"] == pytest.approx(moved / 1_073_741_824, abs=0.01) and moved > 1.6e10
 
 
 def test_program_level_findings_for_syncs_copies_and_idle_gpu() -> None:
     d = host_sync()
     assert d.top is not None and d.top.rule == "host-sync"
-    assert d.top.evidence["syncs_per_forward"] == 3.0 and d.top.evidence["dtoh_copies"] == 2.0
+    assert d.top.evidence["syncs_per_forward"] == 4.0 and d.top.evidence["dtoh_copies"] == 2.0
     assert {"launch-bound", "host-transfers"} <= set(rules(d))
     launch = next(f for f in d.findings if f.rule == "launch-bound")
     assert launch.evidence["kernels_per_forward"] == 26.0 and "CUDA graph" in launch.advice[0]
@@ -115,7 +131,7 @@ def test_fp32_gemm_off_the_tensor_cores_is_reported_with_the_precision_caveat() 
     evidence = diagnosis.Evidence(ncu=records("matmul_reference.raw.csv"), device="NVIDIA H200")
     fp32 = diagnosis.diagnose(evidence, plan=MATMUL, ceilings=MEASURED, precision="fp32")
     finding = next(f for f in fp32.findings if f.rule == "no-tensor-cores")
-    assert "fp32 tolerance" in finding.title and finding.evidence["fma_pipe_pct"] == pytest.approx(79.39)
+    assert "fp32 tolerance" in finding.title and finding.evidence["fma_pipe_pct"] == pytest.approx(79.33)
     tf32 = diagnosis.diagnose(evidence, plan=MATMUL, ceilings=MEASURED, precision="tf32")
     allowed = next(f for f in tf32.findings if f.rule == "no-tensor-cores")
     assert "tf32 allows them" in allowed.title and allowed.impact > finding.impact
@@ -212,7 +228,7 @@ def test_retrieval_queries_name_symptoms_and_metrics_never_kernels_or_code() -> 
 
 
 def test_feedback_cites_the_notes_retrieved_for_the_top_findings() -> None:
-    d = bad_kernels()
+    d = transpose_only()
     guidance = diagnosis.retrieve_guidance(d)
     assert not guidance.error
     top_notes = guidance.cited[0]
@@ -222,7 +238,7 @@ def test_feedback_cites_the_notes_retrieved_for_the_top_findings() -> None:
     assert feedback.summary.startswith("uncoalesced global stores in transpose_naive")
     assert feedback.suggestions[0].endswith(f"[notes: {', '.join(top_notes)}]")
     assert feedback.sources == guidance.sources and set(top_notes) <= set(feedback.sources)
-    assert "Speed of light: SOL" in feedback.evidence and "transpose_naive: 57%" in feedback.evidence
+    assert "Speed of light: SOL" in feedback.evidence and "transpose_naive: 100%" in feedback.evidence
     assert len(guidance.notes) == len(guidance.sources) and guidance.notes[0].startswith(
         f"[{feedback.sources[0]}]"
     )
@@ -303,10 +319,10 @@ def test_the_policy_gets_the_diagnosis_and_notes_only_when_it_takes_them(policy:
 
 
 def test_profile_artifact_from_a_system_summary() -> None:
-    profile = profile_from_system(system("host_sync", "candidate", 2))
+    profile = profile_from_system(system("host_sync", "candidate", 5))
     assert profile.source == "nsys" and profile.kernel_count == 26
-    assert profile.top[0].calls == 24 and profile.device_ms == pytest.approx(0.7616)
-    assert "GPU busy 35%" in profile.summary
+    assert profile.top[0].calls == 24 and profile.device_ms == pytest.approx(0.9575)
+    assert "GPU busy 18%" in profile.summary
 
 
 def test_diagnosis_serialises_for_reports(tmp_path: Path) -> None:
@@ -314,7 +330,7 @@ def test_diagnosis_serialises_for_reports(tmp_path: Path) -> None:
 
     data = bad_kernels().to_dict()
     text = json.dumps(data)
-    assert data["findings"][0]["rule"] == "uncoalesced-access"
+    assert data["findings"][0]["rule"] == "redundant-passes"
     assert data["speed_of_light"]["bound"] == "memory" and data["speed_of_light"]["pct_of_sol"] is not None
     assert data["kernels"][0]["class"] == "memory-bound" and "transpose_naive" in text
 
@@ -373,20 +389,20 @@ def test_reports_are_written_from_a_captures_results(tmp_path: Path) -> None:
         "README.md",
     }
     report = (tmp_path / "synthetic_bad_kernels.md").read_text()
-    assert "| `transpose_naive` | 1 | 57% |" in report and "uncoalesced global stores" in report
+    assert "| `spill_scratch` | 1 | 39% |" in report and "uncoalesced global stores" in report
     assert "Sources: " in report and "[notes: " in report
     data = json.loads((tmp_path / "level1_1_ReLU.json").read_text())
-    assert data["candidate"]["diagnosis"]["speed_of_light"]["pct_of_sol"] == pytest.approx(95.1, abs=0.1)
+    assert data["candidate"]["diagnosis"]["speed_of_light"]["pct_of_sol"] == pytest.approx(95.0, abs=0.1)
     assert data["reference"]["feedback"]["kind"] == "optimize"
     index = (tmp_path / "README.md").read_text()
     reference_ms = data["reference"]["diagnosis"]["speed_of_light"]["measured_ms"]
     ratio = f"{reference_ms / data['candidate']['diagnosis']['speed_of_light']['measured_ms']:.2f}x"
     assert (
-        f"| [level1_1_ReLU](level1_1_ReLU.md) | candidate | 1.05 | {ratio} | 95.1 | 95 | 1 | memory-bound |"
+        f"| [level1_1_ReLU](level1_1_ReLU.md) | candidate | 1.051 | {ratio} | 95.0 | 95 | 1 | memory-bound |"
         in index
     )
     assert ratio == "1.00x"  # the captured ReLU candidate matches eager (both at the DRAM roof)
-    assert "| [level1_1_ReLU](level1_1_ReLU.md) | reference | 1.053 | - | " in index
+    assert "| [level1_1_ReLU](level1_1_ReLU.md) | reference | 1.049 | - | " in index
 
 
 def test_profile_node_on_the_cpu_gives_cited_feedback_and_writes_the_report(tmp_path: Path) -> None:
@@ -431,3 +447,33 @@ def test_profile_node_on_the_cpu_gives_cited_feedback_and_writes_the_report(tmp_
     assert any(line.startswith("diagnosis: ") for line in update["log"])
     report = json.loads((tmp_path / "profiles" / "candidate-3.json").read_text())
     assert report["diagnosis"]["findings"][0]["rule"] == "no-gpu-profile" and report["ncu"] is None
+
+
+def test_library_kernels_get_call_level_advice_and_no_advice_to_edit_their_code() -> None:
+    # The real RecurrentLoop reference: small per-step cuBLAS GEMMs and torch's elementwise kernels.
+    evidence = diagnosis.Evidence(ncu=records("recurrent_reference.raw.csv"), device="NVIDIA H200")
+    d = diagnosis.diagnose(evidence, plan=plan("matmul", 12_900_000_000, 915_000_000), ceilings=MEASURED)
+    code_level = {
+        "low-occupancy-registers",
+        "low-occupancy-shared-memory",
+        "register-spills",
+        "warp-divergence",
+    }
+    assert not code_level & set(rules(d))  # cuBLAS's register count is not ours to change
+    latency = {f.kernel: f.advice[0] for f in d.findings if f.rule == "latency-bound"}
+    assert "Kernel2" in latency and "strided-batched GEMM" in latency["Kernel2"]
+    assert "fuse it with its neighbours" in latency["vectorized_elementwise_kernel"]
+    assert not any("smaller blocks" in advice for advice in latency.values())
+
+
+def test_library_kernel_names_are_told_from_ours() -> None:
+    library = [
+        "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(T1::Params)",
+        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+        "void at::vectorized_elementwise_kernel<4, at::CUDAFunctor_add<float>, std::array<char *, 3>>(int, T2, T3)",
+        "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>()",
+        "ampere_sgemm_128x64_nn",
+    ]
+    ours = ["void stitch_ew_vec_kernel<StitchEw_74deecb5df>(T1, long)", "transpose_naive", "my_gemv_kernel"]
+    assert all(diagnosis.is_library_kernel(name) for name in library)
+    assert not any(diagnosis.is_library_kernel(name) for name in ours)

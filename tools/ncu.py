@@ -25,6 +25,7 @@ import csv
 import functools
 import glob
 import io
+import math
 import os
 import re
 import shutil
@@ -114,6 +115,11 @@ FIELD_METRICS: dict[str, tuple[str, ...]] = {
     "issue_active_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active",),
     "fma_pipe_pct": ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",),
     "branch_uniformity_pct": ("smsp__sass_average_branch_targets_threads_uniform.pct",),
+    "branch_instructions": ("smsp__sass_inst_executed_op_branch.sum",),
+    "threads_per_instruction": (
+        "smsp__average_thread_inst_executed_per_inst_executed.ratio",
+        "smsp__thread_inst_executed_per_inst_executed.ratio",  # the deprecated name of the same ratio
+    ),
 }
 TENSOR_PIPE_METRICS = (
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
@@ -239,6 +245,8 @@ class KernelMetrics:
     issue_active_pct: float | None = None
     fma_pipe_pct: float | None = None
     branch_uniformity_pct: float | None = None
+    branch_instructions: float | None = None
+    threads_per_instruction: float | None = None
     tensor_pipe_pct: float | None = None
     stalls: dict[str, float] = field(default_factory=dict)
 
@@ -266,6 +274,31 @@ class KernelMetrics:
         if self.shared_load_wavefronts is None and self.shared_store_wavefronts is None:
             return None
         return conflicts / wavefronts if wavefronts > 0 else 0.0
+
+    @property
+    def simt_efficiency(self) -> float | None:
+        """Active threads per executed instruction over the most a warp of this block can have (1.0: none idle).
+
+        Divergence masks lanes off; so does a block size that is not a multiple of 32, which is
+        allowed for here, so only divergence (and the grid's last partial warps) lowers it.
+        """
+        if self.threads_per_instruction is None:
+            return None
+        most = 32.0
+        if self.block_size:
+            warps = math.ceil(self.block_size / 32.0)
+            most = self.block_size / warps
+        return min(1.0, self.threads_per_instruction / most) if most > 0 else None
+
+    @property
+    def branch_uniformity_evidence(self) -> float | None:
+        """Branch uniformity where branches ran: ncu prints 0% for a kernel with no branch instructions."""
+        uniform = self.branch_uniformity_pct
+        if uniform is None or self.branch_instructions == 0:
+            return None
+        if self.branch_instructions is None and uniform == 0.0:  # older records: 0% is no evidence
+            return None
+        return uniform
 
     @property
     def local_sectors(self) -> float | None:
@@ -307,6 +340,7 @@ class KernelMetrics:
             "global_store_sectors_per_request": self.global_store_sectors_per_request,
             "shared_mem_per_block": self.shared_mem_per_block,
             "bank_conflict_ratio": self.bank_conflict_ratio,
+            "simt_efficiency": self.simt_efficiency,
             "local_sectors": self.local_sectors,
             "occupancy_limiter": self.occupancy_limiter,
             "top_stalls": [list(s) for s in self.top_stalls()],

@@ -209,6 +209,11 @@ def write_reports(
         "Written by `python -m evals.device.write_reports` from `evals/device/capture_profiles.sh` output "
         f"(ceilings: {ceilings.source}). See docs/profiling.md for what each number means.",
         "",
+        "Times are profiled wall time per forward (5 warm forwards under Nsight Systems, or the PyTorch "
+        "profiler), and *vs reference* is the reference's time over the candidate's from the same capture. "
+        "They show where time goes, not the benchmark speedup: a profiler adds overhead, most of all to "
+        "launch-bound programs. Timed speedups come from the harness (docs/benchmarks.md).",
+        "",
         *index,
         "",
         f"Skipped jobs: {results.get('skipped') or 'none'}",
