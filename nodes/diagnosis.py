@@ -531,7 +531,12 @@ _GEMM_KERNEL = re.compile(r"gemm|\bgemv|splitK|cutlass|xmma|nvjet", re.IGNORECAS
 
 
 def is_library_kernel(name: str) -> bool:
-    """True for a kernel a library ships (matched on the full demangled name); ours start with stitch_."""
+    """True for a kernel a library ships (matched on the full demangled name); ours start with stitch_.
+
+    Narrower than tools.dynamic_checks' library/torch classifier on purpose: that one only sees
+    kernels already known not to be the program's, while ncu records carry no such list, so this one
+    matches vendor namespaces and name prefixes only (an LLM's own `gemm_tiled` is not cuBLAS).
+    """
     return not name.startswith(("stitch_", "void stitch_")) and bool(_LIBRARY_KERNEL.search(name))
 
 
@@ -824,6 +829,21 @@ def _divergence(kernel: _Kernel) -> list[Finding]:
     ]
 
 
+def _small_grid_advice(kernel: _Kernel) -> str:
+    """Less than one wave: our kernel should launch more blocks; a library kernel should get more work per call."""
+    name, waves = kernel.name, kernel.k.waves_per_sm or 0.0
+    if not kernel.library:
+        return f"{name} launches {waves:.2f} waves: use more, smaller blocks (or split the rows or K) to fill every SM."
+    if _GEMM_KERNEL.search(kernel.k.name):
+        remedy = (
+            "batch the calls into one larger or strided-batched GEMM (e.g. every time step's input projection "
+            "at once), or fuse the small ops around it."
+        )
+    else:
+        remedy = "fuse it with its neighbours into one kernel of ours, or make one call over the whole input."
+    return f"{name} is a library kernel given {waves:.2f} waves of work per call: {remedy}"
+
+
 def _class_finding(kernel: _Kernel) -> list[Finding]:
     """What the kernel's boundedness itself says: at the bandwidth roof, compute-bound, or latency-bound."""
     k, name = kernel.k, kernel.name
@@ -908,20 +928,7 @@ def _class_finding(kernel: _Kernel) -> list[Finding]:
         evidence["waves_per_sm"] = k.waves_per_sm
         symptoms = [*symptoms, "small grid", "fewer blocks than SMs"]
         metrics.append("launch__waves_per_multiprocessor")
-        extra.append(
-            f"{name} is a library kernel given {k.waves_per_sm:.2f} waves of work per call: "
-            + (
-                "batch the calls into one larger or strided-batched GEMM (e.g. every time step's input "
-                "projection at once), or fuse the small ops around it."
-                if _GEMM_KERNEL.search(k.name)
-                else "fuse it with its neighbours into one kernel of ours, or make one call over the whole input."
-            )
-            if kernel.library
-            else f"{name} launches {k.waves_per_sm:.2f} waves: use more, smaller blocks (or split the rows or K) "
-            "to fill every SM."
-        )
-    if kernel.library:  # its code is not ours: only the call-level advice applies
-        advice = ""
+        extra.append(_small_grid_advice(kernel))
     return [
         Finding(
             rule="latency-bound",
@@ -930,7 +937,7 @@ def _class_finding(kernel: _Kernel) -> list[Finding]:
             evidence=evidence,
             symptoms=list(symptoms),
             metrics=metrics,
-            advice=[a for a in (*extra, advice) if a],
+            advice=extra if kernel.library else [*extra, advice],  # a library's code is not ours to tune
             kernel=name,
         )
     ]

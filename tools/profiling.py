@@ -10,7 +10,6 @@ candidate's extension calls plus Python glue), since pybind functions are not pr
 
 from __future__ import annotations
 
-import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
@@ -21,26 +20,12 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from tools.correctness import clone_inputs
+from tools.system_profile import base_name
 
-_ANON = re.compile(r"\(anonymous namespace\)::")
 _TRANSFER_PREFIXES = ("Memcpy", "Memset", "memcpy", "memset")
-
-
-def kernel_base_name(name: str) -> str:
-    """'void ns::relu_f4<float>(float const*, ...)' -> 'relu_f4' (what `__global__` declared)."""
-    text = _ANON.sub("", name).strip()
-    if text.startswith("void "):
-        text = text[len("void ") :]
-    depth = 0
-    for i, ch in enumerate(text):  # cut at the first '(' or '<' outside template brackets
-        if ch in "<(" and depth == 0:
-            text = text[:i]
-            break
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-    return text.split("::")[-1].strip()
+kernel_base_name = (
+    base_name  # one demangled-name reader for both profilers (tools.system_profile is torch-free)
+)
 
 
 def is_transfer(event: Any) -> bool:
