@@ -1,7 +1,9 @@
-"""StitchCUDA's offline policy: fx analysis, fusion planning, CUDA templates, program assembly.
+"""StitchCUDA's offline policy: a small compiler from a PyTorch reference to a CUDA program.
 
-Pipeline: tracing (fx on the meta device) -> ops (canonical op kinds) -> fusion (groups, demotion
-levels) -> planner (Plan artifact) -> kernels + cuda_unit (CUDA functors, launchers, binding) ->
-assemble (the standalone program) ; policy ties them to graph.policy.Policy, with repair (fix)
-and advice (diagnosis, optimisations). Nothing here is imported by the generated programs.
+Stages, one folder each (as Inductor and tinygrad separate them):
+- `frontend/`: capture (fx on the meta device), canonical op records, FLOPs and bytes;
+- `schedule/`: fusion groups with demotion levels, the Plan artifact, the fix path (repair);
+- `emit/`: CUDA functors and launchers, the binding, Python glue, the assembled program.
+`policy.py` ties the stages to `graph.policy.Policy`; `advice.py` turns a diagnosis into the
+optimisations the offline coder can apply. Nothing here is imported by the generated programs.
 """

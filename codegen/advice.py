@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen.assemble import Options
-from codegen.planner import speed_of_light_ms
+from codegen.emit.assemble import Options
+from codegen.schedule.plan import speed_of_light_ms
 from graph.artifacts import Feedback, Plan, Profile, TestResult
 
 LAUNCH_BOUND_KERNEL_US = 10.0

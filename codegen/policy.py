@@ -12,10 +12,10 @@ import ast
 from typing import Any
 
 from codegen.advice import choose_optimisation, diagnose
-from codegen.assemble import Options, Program, assemble
-from codegen.fusion import ELEMENTWISE, REFERENCE, has_split_form
-from codegen.planner import Analysis, analyse, build_plan
-from codegen.repair import plan_fix
+from codegen.emit.assemble import Options, Program, assemble
+from codegen.schedule.fusion import ELEMENTWISE, REFERENCE, has_split_form
+from codegen.schedule.plan import Analysis, analyse, build_plan
+from codegen.schedule.repair import plan_fix
 from graph.artifacts import Candidate, CoderMode, Feedback, Plan, Profile, Task, TestResult
 from graph.context import Context
 

@@ -3,7 +3,7 @@
 Why a script: the transcript shows what the agents really send and receive (prompts, answers, the
 verifier's evidence, every routing decision), so it must come from a real run, and it must be easy to
 regenerate when prompts or routing change. The models are the stub OpenAI server of the tests
-(tests/llm_stub_server.py) replaying a fixed script: a build error, an unusable answer, a correct C++
+(tests/support/llm_stub_server.py) replaying a fixed script: a build error, an unusable answer, a correct C++
 extension, advice, an optimisation. Everything else is real and runs on the CPU (a few minutes).
 
     python docs/make_trajectory.py [--out docs/trajectory.md]
@@ -28,8 +28,8 @@ os.environ.setdefault("OPENAI_API_KEY", "EMPTY")
 os.environ["PATH"] = "/usr/local/cuda/bin:" + os.environ.get("PATH", "")
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from llm_stub_server import RecordedRequest, Reply, StubServer  # noqa: E402
-from scripted_policy import BUILD_ERROR, CORRECT_CPP, OPTIMIZED  # noqa: E402
+from support.llm_stub_server import RecordedRequest, Reply, StubServer  # noqa: E402
+from support.scripted_policy import BUILD_ERROR, CORRECT_CPP, OPTIMIZED  # noqa: E402
 
 from graph.build import builder, graph  # noqa: E402
 from graph.context import Context  # noqa: E402
@@ -223,7 +223,7 @@ def render(steps: list[dict[str, Any]], requests: list[RecordedRequest], context
         "# A recorded trajectory",
         "",
         "One run of the whole graph with the LLM policy, its models replaced by the scripted OpenAI-compatible",
-        "stub server of the tests (`tests/llm_stub_server.py`); the nodes, the routers, the prompts, the",
+        "stub server of the tests (`tests/support/llm_stub_server.py`); the nodes, the routers, the prompts, the",
         "worker subprocess, the g++ build and the correctness and timing checks are real and ran on the CPU",
         f"(`Context.device='cpu'`, at most {context.max_fix_attempts} fixes in a row and",
         f"{context.max_optimize_rounds} optimisation round). The problem is",

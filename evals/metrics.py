@@ -1,4 +1,4 @@
-"""Suite metrics over per-problem records, KernelBench-style (shared/reference/kernelbench.md §2).
+"""Suite metrics over per-problem records, KernelBench-style (docs/kernelbench.md §2).
 
 Every rate is over *all* problems of a level: a missing or failed problem counts as failed, so a
 system cannot look better by skipping the hard ones. A problem is correct when its run verified a

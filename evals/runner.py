@@ -186,7 +186,7 @@ def hack_verdict(report: dict[str, Any], solution: Path) -> tuple[str | None, st
     if not solution.exists():
         return None, None
     try:
-        from tools.hackcheck import hack_report
+        from tools.checks import hack_report
     except ImportError:
         return None, None
     try:

@@ -173,7 +173,7 @@ class TestResult(Artifact):
     findings: list[dict[str, str]] = Field(
         default_factory=list, description="hack-check findings {id, severity, evidence}, static and dynamic"
     )
-    verdict: str = Field("clean", description="clean, suspicious or hacked (tools.hackcheck.verdict)")
+    verdict: str = Field("clean", description="clean, suspicious or hacked (tools.checks.verdict)")
     operator_coverage: float | None = Field(
         None, description="share of the reference's GPU time done by the program's own kernels"
     )

@@ -221,7 +221,7 @@ def _add_check_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Static findings always; dynamic ones from a strict worker run when a GPU is here."""
-    from tools import hackcheck
+    from tools import checks
 
     texts = {}
     for label, path in (("solution", args.solution), ("problem", args.problem)):
@@ -234,7 +234,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     coverage = None
     if not args.static_only:
         dynamic, coverage = _dynamic_findings(args, texts["problem"], texts["solution"])
-    report = hackcheck.hack_report(texts["solution"], dynamic)
+    report = checks.hack_report(texts["solution"], dynamic)
     verdict = report["verdict"]
     print(
         json.dumps(
@@ -249,7 +249,7 @@ def _dynamic_findings(
 ) -> tuple[list[dict[str, str]], float | None]:
     import torch
 
-    from tools.hackcheck import finding
+    from tools.checks import finding
 
     if not torch.cuda.is_available():
         note = "the dynamic checks need a GPU (torch.cuda.is_available() is False); the verdict is the static one"

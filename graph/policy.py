@@ -58,7 +58,7 @@ PolicyFactory = Callable[[Context], Policy]
 # name -> "module:attribute" of a factory taking the Context; imported on first use.
 _BUILTIN: dict[str, str] = {
     "offline": "codegen.policy:OfflinePolicy",
-    "llm": "nodes.llm_policy:LLMPolicy",
+    "llm": "nodes.llm.policy:LLMPolicy",
 }
 _REGISTERED: dict[str, PolicyFactory] = {}
 

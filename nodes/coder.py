@@ -10,7 +10,7 @@ from graph.artifacts import Candidate, Feedback, Plan, Task
 from graph.context import Context
 from graph.policy import PolicyOutputError, PolicyUnavailableError, accepts_keyword, get_policy
 from graph.state import State
-from nodes.timing import charged
+from nodes.support.budget import charged
 
 
 def _previous(state: State, mode: str) -> Candidate:

@@ -11,8 +11,8 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from graph.routers import budget_exhausted
 from graph.state import State
-from nodes.report import build_report, render_markdown
-from nodes.timing import charged
+from nodes.support.budget import charged
+from nodes.support.report import build_report, render_markdown
 
 
 def stop_reason(state: State, context: Context) -> str:

@@ -13,7 +13,7 @@ from graph.context import Context
 from graph.policy import PolicyOutputError, PolicyUnavailableError, get_policy
 from graph.state import State
 from nodes.profiler import planner_reference_profile
-from nodes.timing import charged
+from nodes.support.budget import charged
 
 
 def _spec(value: Any) -> TensorSpec | None:

@@ -3,9 +3,9 @@
 What runs, in order:
 1. the worker's `profile` action (torch profiler; always: it is the fallback and says whether a GPU
    ran the candidate);
-2. on a GPU, unless STITCHCUDA_PROFILERS=torch: the system profile (`tools.system_profile`: Nsight
+2. on a GPU, unless STITCHCUDA_PROFILERS=torch: the system profile (`tools.profilers.system_profile`: Nsight
    Systems when present, else the PyTorch profiler's timeline) and Nsight Compute per kernel
-   (`tools.ncu`), each in its own process and each allowed to fail with a reason; the reference is
+   (`tools.profilers.ncu`), each in its own process and each allowed to fail with a reason; the reference is
    profiled once per run the same way and kept as `reference_profile`;
 3. speed of light from the plan's FLOPs and bytes and the device's ceilings (`tools.roofline`);
 4. the diagnosis (`nodes.diagnosis`): ranked findings, guidance retrieved with the diagnosis text,
@@ -29,8 +29,8 @@ from graph.context import Context
 from graph.policy import PolicyUnavailableError, accepts_keyword, get_policy
 from graph.state import State
 from nodes import diagnosis
-from nodes.timing import charged
-from nodes.worker_client import eval_request, run_worker, to_profile
+from nodes.support.budget import charged
+from nodes.support.worker_client import eval_request, run_worker, to_profile
 
 # "auto" (default): the nsys/torch timeline and ncu on a GPU; "torch": the worker's profile only.
 PROFILERS_ENV = "STITCHCUDA_PROFILERS"
@@ -53,7 +53,7 @@ def profile_from_system(summary: dict[str, Any]) -> Profile:
         )
         for k in summary.get("top_kernels", [])
     ]
-    from tools.system_profile import format_summary
+    from tools.profilers.system_profile import format_summary
 
     return Profile(
         source=str(summary.get("source", "nsys")),
@@ -79,7 +79,7 @@ def _tool_options(context: Context) -> dict[str, Any]:
 
 def reference_system_profile(task: Task, context: Context) -> dict[str, Any]:
     """The reference's system summary (the planner's view of eager PyTorch), with the same tool."""
-    from tools.system_profile import system_profile
+    from tools.profilers.system_profile import system_profile
 
     return system_profile(task.source, None, **_tool_options(context))
 
@@ -87,7 +87,7 @@ def reference_system_profile(task: Task, context: Context) -> dict[str, Any]:
 def planner_reference_profile(task: Task, context: Context) -> tuple[Profile | None, str]:
     """The reference's system profile for the planner (on a GPU, unless profilers are 'torch'), and a log line.
 
-    The same tool the verifier uses on the candidate (`tools.system_profile`: Nsight Systems, else
+    The same tool the verifier uses on the candidate (`tools.profilers.system_profile`: Nsight Systems, else
     the PyTorch profiler's timeline), in its own process; any failure leaves the plan without it.
     """
     if context.device != "cuda" or profilers_mode() != "auto":
@@ -107,8 +107,8 @@ def gpu_evidence(
     task: Task, candidate: Candidate, context: Context, evidence: diagnosis.Evidence, need_reference: bool
 ) -> None:
     """Fill in the system profile and the NCU records of the candidate (and the reference's timeline)."""
-    from tools import ncu
-    from tools.system_profile import system_profile
+    from tools.profilers import ncu
+    from tools.profilers.system_profile import system_profile
 
     options = _tool_options(context)
     evidence.system = system_profile(task.source, candidate.source, **options)

@@ -9,8 +9,8 @@ from langgraph.runtime import Runtime
 from graph.artifacts import Attempt, BuildResult, Candidate, Feedback, Task, TestResult
 from graph.context import Context
 from graph.state import State
-from nodes.timing import charged
-from nodes.worker_client import eval_request, run_worker, to_build_result, to_test_result
+from nodes.support.budget import charged
+from nodes.support.worker_client import eval_request, run_worker, to_build_result, to_test_result
 
 
 def failure_feedback(build: BuildResult, test: TestResult) -> Feedback:

@@ -4,7 +4,7 @@
     python -m tools.baselines --suite evals/suite [--modes eager,default] [--out DIR] [--only REGEX]
 
 Why: every speedup StitchCUDA reports is against PyTorch measured in the same run, on the same GPU,
-with the same method as the candidate (tools.timing.time_forward: cold L2, CUDA events, fresh
+with the same method as the candidate (tools.worker.timing.time_forward: cold L2, CUDA events, fresh
 input clones per call), so this module times eager and the three torch.compile modes that matter
 (default, max-autotune-no-cudagraphs, reduce-overhead) the way the worker times a candidate.
 The timing method is the worker's for the request's harness mode (KernelBench's CUDA-event method or
@@ -43,11 +43,11 @@ from typing import Any
 
 import torch
 
-from tools import correctness, gpu_lock, timing
 from tools.build import default_cache_dir
 from tools.evaluate import read_json, wait_then_kill_group
 from tools.problem import ProblemError, exec_problem_source
 from tools.protocol import json_safe
+from tools.worker import correctness, gpu_lock, timing
 
 MODES: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
 COMPILE_MODES: tuple[str, ...] = MODES[1:]

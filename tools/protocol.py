@@ -41,7 +41,7 @@ class EvalRequest(TypedDict, total=False):
     candidate_source: str  # the program defining ModelNew
     device: Literal["cuda", "cpu"]
     arch: str  # e.g. "sm_90"
-    mode: Literal["kernelbench", "strict"]  # default kernelbench; see tools.correctness and tools.timing
+    mode: Literal["kernelbench", "strict"]  # default kernelbench; see tools.worker.correctness and tools.worker.timing
     correctness_trials: int  # default 5
     perf_trials: int  # default 100
     warmup: int  # default 3
@@ -129,7 +129,7 @@ class ProfileInfo(TypedDict, total=False):
 
 
 class Finding(TypedDict):
-    id: str  # e.g. "off_stream_work", "pytorch_fallback" (tools.hackcheck lists the static ones)
+    id: str  # e.g. "off_stream_work", "pytorch_fallback" (tools.checks lists the static ones)
     severity: Literal["info", "warning", "error"]
     evidence: str
 
@@ -148,7 +148,7 @@ class EvalResponse(TypedDict, total=False):
     ]  # seconds spent in each phase (building, waiting for the device lock, timing ...)
     stdout_tail: str  # what the candidate printed (capped)
     phase: str  # what the worker was doing when it stopped (always set for timeout and crashed)
-    findings: list[Finding]  # dynamic hack checks (strict mode; static ones: tools.hackcheck.static_findings)
+    findings: list[Finding]  # dynamic hack checks (strict mode; static ones: tools.checks.static_findings)
     operator_coverage: float | None  # share of the reference's GPU time no longer in PyTorch compute ops
     profile_split: dict[str, Any]  # dynamic checks: device ms per class (own, library, direct, torch, data)
 

@@ -11,7 +11,7 @@ tolerance). Every report gives time as % of SOL (100% = at the ceiling).
 The ceilings are measured once per GPU with small torch benchmarks (device-to-device copy; 8192^3
 matmuls in fp32 without TF32, TF32 and BF16) and cached by GPU name. The fp32 rate is SGEMM's,
 the practical fp32 FMA ceiling (datasheet peaks are higher and unreachable). Without a GPU and
-without a cache entry, known measurements (the H200's, from shared/docs/design.md) stand in, and the
+without a cache entry, known measurements (the H200's, from docs/hardware.md) stand in, and the
 Ceilings say so in `source`.
 
 Kernels are classified from their NCU record the way Nsight Compute's Speed-of-Light section reads:
@@ -76,7 +76,7 @@ KNOWN: dict[str, Ceilings] = {
         fp32_flops=51e12,
         tf32_flops=356e12,
         bf16_flops=686e12,
-        source="assumed: H200 measurements in shared/docs/design.md (copy 4.0-4.3 TB/s; 8192^3 matmul)",
+        source="assumed: H200 measurements in docs/hardware.md (copy 4.0-4.3 TB/s; 8192^3 matmul)",
     )
 }
 FALLBACK_GPU = "NVIDIA H200"  # the project's target, when nothing says which GPU
@@ -187,7 +187,7 @@ def floor_ms(flops: int, nbytes: int, ceilings: Ceilings) -> float:
 def classify_kernel(record: Any) -> tuple[str, str]:
     """('memory-bound' | 'compute-bound' | 'latency-bound' | 'unknown', why) from one NCU record.
 
-    record: a tools.ncu.KernelMetrics (duck-typed: sm_throughput_pct, memory_throughput_pct,
+    record: a tools.profilers.ncu.KernelMetrics (duck-typed: sm_throughput_pct, memory_throughput_pct,
     dram_throughput_pct, duration_ns).
     """
     sm = record.sm_throughput_pct

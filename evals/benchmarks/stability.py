@@ -7,7 +7,7 @@ Why: a speedup is a ratio of two timings taken minutes apart, so the same progra
 run must agree; the target is a median relative difference of at most 2% over the suite. The script
 makes `--passes` passes over the whole suite (not back-to-back repeats, so drift between problems
 shows up), each time constructing the model and drawing its inputs afresh under the seed, and times
-them with tools.timing (the worker's method for `--harness`). The relative difference of a problem is
+them with tools.worker.timing (the worker's method for `--harness`). The relative difference of a problem is
 (max - min) / min over its passes, for the mean (the headline) and the median of the timed calls.
 
 --solutions DIR: a folder holding solution files as DIR/<level>/<name>.py, DIR/<name>.py, or an eval
@@ -36,8 +36,9 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools import baselines, build, correctness, gpu_lock, timing  # noqa: E402
+from tools import baselines, build  # noqa: E402
 from tools.problem import exec_problem_source, select_problem_files  # noqa: E402
+from tools.worker import correctness, gpu_lock, timing  # noqa: E402
 
 TARGET = 0.02
 

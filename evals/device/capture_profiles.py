@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools import ncu as ncu_tool
-from tools import nsys as nsys_tool
 from tools import roofline
 from tools.evaluate import kill_group, wait_then_kill_group
-from tools.system_profile import (
+from tools.profilers import ncu as ncu_tool
+from tools.profilers import nsys as nsys_tool
+from tools.profilers.system_profile import (
     DEFAULT_ITERS,
     DEFAULT_WARMUP,
     DriverFiles,
@@ -194,7 +194,7 @@ def start_builds(cap: Capture) -> dict[str, subprocess.Popen[bytes]]:
         command = [
             sys.executable,
             "-m",
-            "tools.profile_target",
+            "tools.profilers.target",
             "--mode",
             "build",
             "--problem",

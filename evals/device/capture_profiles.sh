@@ -2,10 +2,10 @@
 # GPU evidence for issue 5: profile 6 suite problems (reference and offline candidate) plus two
 # synthetic programs with planted bottlenecks, with Nsight Compute and Nsight Systems, on the device.
 #
-#   CPU side first:  /work/venv/bin/python -m evals.device.prepare_profiles      (writes out/profile-inputs)
-#                    ../shared/tools/nsys-libs.sh .nsys-libs                      (nsys importer's libraries)
+#   CPU side first:  python -m evals.device.prepare_profiles      (writes out/profile-inputs)
+#                    bash evals/device/nsys_libs.sh .nsys-libs                     (nsys importer's libraries)
 #   GPU side:        bash evals/device/capture_profiles.sh "$OUT" [INPUTS]        (carry out/profile-inputs, .nsys-libs)
-#   CPU side after:  /work/venv/bin/python -m evals.device.write_reports --capture DIR_WITH_results.json
+#   CPU side after:  python -m evals.device.write_reports --capture DIR_WITH_results.json
 #
 # Finishes within BUDGET_S seconds (default 230; jobs that would not fit are skipped and listed).
 # Writes OUT/capture.tar.gz, OUT/results.json, OUT/summary.txt and OUT/capture.log; prints the table last.

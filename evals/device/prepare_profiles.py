@@ -58,13 +58,13 @@ def offline_program(task: Task, arch: str) -> tuple[Plan, str, str]:
         policy = OfflinePolicy(Context(policy="offline", gpu_arch=arch))
         plan = policy.plan(task, None)
         return plan, policy.write(task, plan, 1).source, "codegen.policy.OfflinePolicy"
-    from codegen.assemble import Options, assemble
-    from codegen.planner import analyse, build_plan
+    from codegen.emit.assemble import Options, assemble
+    from codegen.schedule.plan import analyse, build_plan
 
     analysis = analyse(task)
     plan = build_plan(task, analysis)
     program = assemble(analysis, Options(arch=arch, cuda_graph=plan.host.cuda_graph))
-    return plan, program.source, "codegen.assemble (first candidate of the offline planner)"
+    return plan, program.source, "codegen.emit.assemble (first candidate of the offline planner)"
 
 
 def _git_head() -> str:
@@ -108,7 +108,7 @@ def prepare(
         for name in SYNTHETICS:
             problem_file = SYNTHETIC / f"{name}_problem.py"
             task = load_task(problem_file)
-            from codegen.planner import analyse, build_plan
+            from codegen.schedule.plan import analyse, build_plan
 
             plan = build_plan(task, analyse(task))
             key = f"synthetic_{name}"

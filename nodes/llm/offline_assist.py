@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 OfflineFactory = Callable[[Context], Policy]
 
-# Entry points of codegen.analysis tried in order: each takes a Task and returns OpInfo-like rows
+# Entry points of codegen.frontend.analysis tried in order: each takes a Task and returns OpInfo-like rows
 # (or an object with `.ops`). Adjust here when that module settles its name.
 ANALYSIS_ENTRY_POINTS: tuple[str, ...] = ("analyze_task", "analyze", "trace_task")
 
@@ -47,21 +47,21 @@ def _as_ops(result: Any) -> list[OpInfo]:
 
 def _analysis_ops(task: Task) -> tuple[list[OpInfo] | None, str]:
     try:
-        analysis = importlib.import_module("codegen.analysis")
+        analysis = importlib.import_module("codegen.frontend.analysis")
     except Exception as exc:  # absent, or broken while another engineer writes it
-        return None, f"codegen.analysis not importable ({type(exc).__name__}: {exc})"
+        return None, f"codegen.frontend.analysis not importable ({type(exc).__name__}: {exc})"
     for name in ANALYSIS_ENTRY_POINTS:
         entry = getattr(analysis, name, None)
         if callable(entry):
             try:
-                return _as_ops(entry(task)), f"codegen.analysis.{name}"
+                return _as_ops(entry(task)), f"codegen.frontend.analysis.{name}"
             except Exception as exc:
-                return None, f"codegen.analysis.{name} failed ({type(exc).__name__}: {exc})"
-    return None, f"codegen.analysis has none of {', '.join(ANALYSIS_ENTRY_POINTS)}"
+                return None, f"codegen.frontend.analysis.{name} failed ({type(exc).__name__}: {exc})"
+    return None, f"codegen.frontend.analysis has none of {', '.join(ANALYSIS_ENTRY_POINTS)}"
 
 
 def reference_ops(task: Task, profile: Profile | None, offline: Policy | None) -> tuple[list[OpInfo], str]:
-    """The traced operator table: codegen.analysis first, else the offline planner's ops."""
+    """The traced operator table: codegen.frontend.analysis first, else the offline planner's ops."""
     ops, note = _analysis_ops(task)
     if ops is not None:
         return ops, f"operator table from {note}"

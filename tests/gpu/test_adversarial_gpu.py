@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import torch
 
+from tools.checks import static_findings, verdict
 from tools.evaluate import evaluate
-from tools.hackcheck import static_findings, verdict
 from tools.protocol import EvalRequest
 
 pytestmark = [

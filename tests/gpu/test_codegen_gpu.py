@@ -120,9 +120,9 @@ def _programs(
             for m in manifest
             if only in m["label"]
         ]
-    from codegen.assemble import Options, assemble
-    from codegen.planner import analyse
+    from codegen.emit.assemble import Options, assemble
     from codegen.policy import OfflinePolicy
+    from codegen.schedule.plan import analyse
     from graph.artifacts import Task
     from graph.context import Context
 

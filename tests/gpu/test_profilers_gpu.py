@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from tools import ncu, nsys, roofline
-from tools.system_profile import torch_profile
+from tools import roofline
+from tools.profilers import ncu, nsys
+from tools.profilers.system_profile import torch_profile
 
 pytestmark = [
     pytest.mark.gpu,

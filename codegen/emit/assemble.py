@@ -1,0 +1,309 @@
+"""Assemble a complete, standalone program (docs/program-format.md) from an analysed reference.
+
+Layout of the generated file: imports; the runtime helpers it needs (copied from
+codegen/emit/runtime.py); CUDA_SRC (torch-free kernels with `// group <id>` markers); CPP_SRC
+(pybind11-only binding); the load_inline build; the problem's own top-level code (constants, helper
+classes); one Python helper per covered group; and `class ModelNew` whose __init__ is the reference's
+(same parameters, same order) and whose forward runs the groups in order, keeping reference groups
+as the original PyTorch calls. The program imports only torch and the standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from codegen.emit.cuda_unit import CudaUnit
+from codegen.emit.expressions import ExprError
+from codegen.emit.kernels import CodegenError, GroupWriter
+from codegen.emit.torch_calls import EmitError, ForwardEmitter
+from codegen.frontend.ops import ATTR, OUTPUT, SCALAR, VIEW
+from codegen.frontend.source import indent
+from codegen.schedule.fusion import REFERENCE, Group, realize
+from codegen.schedule.plan import Analysis
+
+RUNTIME_FILE = Path(__file__).parent / "runtime.py"
+CORE_HELPERS = (
+    "_stitch_cuda_lib_paths",
+    "_stitch_build",
+    "_stitch_stream",
+    "_stitch_same_shape",
+    "_stitch_bc",
+)
+GEMM_HELPERS = ("_stitch_mat", "_stitch_mm")
+GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
+
+
+@dataclass
+class Options:
+    """Program-level knobs the policy may change between candidates."""
+
+    arch: str = "sm_90"
+    cuda_graph: bool = False
+    ew_unroll: int = 1
+    levels: dict[str, int] = field(default_factory=dict)
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "arch": self.arch,
+            "cuda_graph": self.cuda_graph,
+            "ew_unroll": self.ew_unroll,
+            "levels": dict(self.levels),
+        }
+
+
+@dataclass
+class Program:
+    """A generated program and what it is made of."""
+
+    source: str
+    templates: dict[str, str]  # effective group id -> template / strategy
+    covered_ops: list[str]
+    uncovered_ops: list[str]
+    cuda_src: str = ""
+    cpp_src: str = ""
+    launches: int = 0
+    options: Options = field(default_factory=Options)
+    auto_demoted: list[str] = field(default_factory=list)  # groups the writer could not express
+
+
+def arch_digits(arch: str) -> str:
+    """'sm_90' -> '90', 'sm_90a' -> '90a'; one-line error for anything else."""
+    match = re.fullmatch(r"(?:sm_|compute_)?(\d+[a-z]?)", arch.strip())
+    if not match:
+        raise ValueError(f"gpu_arch {arch!r} is not of the form sm_XY")
+    return match.group(1)
+
+
+def _runtime_source(names: tuple[str, ...]) -> str:
+    text = RUNTIME_FILE.read_text()
+    tree = ast.parse(text)
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            segment = ast.get_source_segment(text, node)
+            if segment is not None:
+                found[node.name] = segment
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise RuntimeError(f"runtime.py lacks {missing}")
+    return "\n\n\n".join(found[n] for n in names)
+
+
+def _extension_name(task: str, cuda_src: str, cpp_src: str) -> str:
+    digest = hashlib.sha1((cuda_src + cpp_src).encode()).hexdigest()[:12]
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", task)[:40]
+    return f"stitch_{stem}_{digest}"
+
+
+class GroupCodeError(ValueError):
+    """One group's code could not be written; `group` is its base id."""
+
+    def __init__(self, group: str, message: str) -> None:
+        super().__init__(f"{group}: {message}")
+        self.group = group
+
+
+def assemble(analysis: Analysis, options: Options) -> Program:
+    """The whole program; a group whose code cannot be written is demoted to PyTorch (recorded in
+    `Program.auto_demoted`), and a forward that cannot be regenerated falls back to the untraced copy."""
+    if not analysis.ok:
+        return _untraced_program(analysis, options)
+    levels = dict(options.levels)
+    demoted: list[str] = []
+    for _ in range(len(analysis.groups) + 1):
+        attempt = Options(options.arch, options.cuda_graph, options.ew_unroll, levels)
+        try:
+            program = _assemble_traced(analysis, attempt)
+        except GroupCodeError as exc:
+            levels[exc.group] = 2
+            demoted.append(str(exc))
+            continue
+        except (EmitError, CodegenError, ExprError) as exc:
+            program = _untraced_program(
+                analysis, options, reason=f"the forward could not be regenerated: {exc}"
+            )
+        program.auto_demoted = demoted
+        return program
+    return _untraced_program(analysis, options, reason="no group could be written")
+
+
+def _assemble_traced(analysis: Analysis, options: Options) -> Program:
+    traced, classifier = analysis.traced, analysis.classifier
+    assert traced is not None and classifier is not None
+    emitter = ForwardEmitter(traced.graph, analysis.source.forward_params, analysis.namespace)
+    unit = CudaUnit()
+    writer = GroupWriter(classifier, unit, emitter.names, ew_unroll=options.ew_unroll)
+    steps = realize(analysis.steps, options.levels)
+    body: list[str] = []
+    if traced.concrete:
+        for node, value in zip(
+            [n for n in traced.graph.nodes if n.op == "placeholder"], traced.input_values, strict=True
+        ):
+            if isinstance(value, torch.Tensor):
+                body.append(f"_stitch_expect({emitter.names[node]}, {tuple(int(s) for s in value.shape)!r})")
+    helpers: list[str] = []
+    helper_names: dict[str, str] = {}
+    templates: dict[str, str] = {}
+    covered: set[str] = set()
+    uncovered: set[str] = set()
+    launches = 0
+    for step in steps:
+        group: Group | None = step.group
+        if group is None:
+            assert step.spec is not None
+            if step.spec.family == OUTPUT:
+                continue
+            if step.spec.family in (VIEW, SCALAR, ATTR) and not step.spec.node.users:
+                continue  # fx keeps unused size queries and views; they compute nothing
+            body.append(emitter.statement(step.spec.node))
+            continue
+        if group.kind == REFERENCE:
+            for spec in group.specs:
+                body.append(f"{emitter.statement(spec.node)}  # {group.id}: PyTorch")
+                uncovered.add(spec.op)
+            for node in group.absorbed:
+                body.append(emitter.statement(node))
+            templates[group.id] = "pytorch"
+            launches += len(group.specs)
+            continue
+        try:
+            code = writer.write(group)
+        except Exception as exc:  # noqa: BLE001 - any writer failure demotes just this group
+            raise GroupCodeError(group.base_id, f"{type(exc).__name__}: {exc}") from exc
+        # Groups with identical helpers (an unrolled loop's steps) share one function.
+        text = code.helper.source("@HELPER@")
+        helper_name = helper_names.get(text)
+        if helper_name is None:
+            helper_name = code.helper.name
+            helper_names[text] = helper_name
+            helpers.append(text.replace("@HELPER@", helper_name, 1))
+        templates[group.id] = code.template
+        launches += code.launches
+        covered.update(s.op for s in group.specs)
+        targets = ", ".join(emitter.names[n] for n in group.outputs)
+        body.append(f"{targets} = {helper_name}({', '.join(code.helper.call_args)})  # {group.id}")
+    output = next(n for n in traced.graph.nodes if n.op == "output")
+    body.append(emitter.statement(output))
+    # The literals start with a newline; cuda.cu / main.cpp are exactly these strings, so compiler
+    # line numbers index them directly.
+    cuda_src = "" if unit.empty else "\n" + unit.cuda_source()
+    cpp_src = "" if unit.empty else "\n" + unit.cpp_source()
+    uses_gemm = "gemm" in unit.libs
+    source = _program_text(analysis, options, body, helpers, cuda_src, cpp_src, uses_gemm, traced.concrete)
+    return Program(
+        source=source,
+        templates=templates,
+        covered_ops=sorted(covered),
+        uncovered_ops=sorted(uncovered - covered),
+        cuda_src=cuda_src,
+        cpp_src=cpp_src,
+        launches=launches,
+        options=options,
+    )
+
+
+def _header(analysis: Analysis, extra: str) -> list[str]:
+    lines = [
+        f'"""StitchCUDA program for {analysis.task} (written by the offline policy).',
+        "",
+        extra,
+        '"""',
+        "from __future__ import annotations",
+        "",
+        "import glob",
+        "import inspect",
+        "import math",
+        "import operator",
+        "import os",
+        "",
+        "import torch",
+        "import torch.nn as nn",
+        "import torch.nn.functional as F",
+        "from torch.utils.cpp_extension import load_inline",
+    ]
+    lines += analysis.source.imports
+    return lines
+
+
+def _program_text(
+    analysis: Analysis,
+    options: Options,
+    body: list[str],
+    helpers: list[str],
+    cuda_src: str,
+    cpp_src: str,
+    uses_gemm: bool,
+    concrete: bool,
+) -> str:
+    extra = "Custom CUDA kernels implement the covered fusion groups; the rest stays PyTorch."
+    lines = _header(analysis, extra)
+    names: tuple[str, ...] = ()
+    if cuda_src:
+        names += CORE_HELPERS
+        if uses_gemm:
+            names += GEMM_HELPERS
+    elif concrete or options.cuda_graph:
+        names += ("_stitch_stream",)
+    if concrete:
+        names += ("_stitch_expect",)
+    if options.cuda_graph:
+        names += GRAPH_HELPERS
+    parts = ["\n".join(lines)]
+    if uses_gemm:
+        parts.append("_STITCH_RELU = 1  # cuBLASLt epilogue: relu")
+    if names:
+        parts.append(_runtime_source(names))
+    if cuda_src:
+        name = _extension_name(analysis.task, cuda_src, cpp_src)
+        parts.append(f"CUDA_SRC = r'''{cuda_src}'''")
+        parts.append(f"CPP_SRC = r'''{cpp_src}'''")
+        parts.append(
+            f"_ext = _stitch_build({name!r}, CUDA_SRC, CPP_SRC, {arch_digits(options.arch)!r}, use_cublas={uses_gemm})"
+        )
+    if analysis.source.prelude:
+        parts.append("\n\n".join(analysis.source.prelude))
+    parts.extend(h.rstrip() for h in helpers)
+    parts.append(_model_class(analysis, body, options.cuda_graph))
+    return "\n\n\n".join(p.rstrip() for p in parts if p.strip()) + "\n"
+
+
+def _model_class(analysis: Analysis, body: list[str], cuda_graph: bool) -> str:
+    source = analysis.source
+    members = [indent(m, 4) for m in source.class_members]
+    signature = source.forward_signature
+    params = ", ".join(source.forward_params)
+    forward_body = indent("\n".join(body), 8)
+    if cuda_graph:
+        args = f"({params},)" if len(source.forward_params) == 1 else f"({params})"
+        forward = (
+            f"    def forward({signature}):\n"
+            '        runner = self.__dict__.setdefault("_stitch_graph", _StitchGraphRunner())\n'
+            f"        return runner(self, self._stitch_forward, {args})\n\n"
+            f"    def _stitch_forward({signature}):\n{forward_body}"
+        )
+    else:
+        forward = f"    def forward({signature}):\n{forward_body}"
+    return "class ModelNew(nn.Module):\n" + "\n\n".join(members + [forward]) + "\n"
+
+
+def _untraced_program(analysis: Analysis, options: Options, reason: str = "") -> Program:
+    why = reason or f"the reference could not be traced: {analysis.trace_error}"
+    extra = f"The forward is kept as PyTorch ({why})."
+    lines = _header(analysis, extra)
+    parts = ["\n".join(lines)]
+    if analysis.source.prelude:
+        parts.append("\n\n".join(analysis.source.prelude))
+    members = [indent(m, 4) for m in analysis.source.class_members]
+    members.append(indent(analysis.source.forward_source, 4))
+    parts.append("class ModelNew(nn.Module):\n" + "\n\n".join(members) + "\n")
+    source = "\n\n\n".join(p.rstrip() for p in parts) + "\n"
+    return Program(
+        source=source, templates={"g1": "pytorch"}, covered_ops=[], uncovered_ops=["forward"], options=options
+    )

@@ -1,0 +1,701 @@
+"""Per-group code: CUDA functors and launchers, plus the Python helper that calls them.
+
+Every covered group becomes a Python function `_g<id>(...)` in the program. Elementwise math is
+expressed as a `Chain` (a list of ops over external operands) and compiled into small functor
+structs that the template libraries instantiate:
+- `StitchEw_*`  : standalone elementwise kernel (float4 path + scalar tail), multi-output;
+- `StitchPro_*` : the load of a row kernel (softmax / layernorm / reduce) with its prologue fused;
+- `StitchEpi_*` : the store of a row kernel or of BatchNorm with the epilogue fused.
+Operands whose shape equals the group's output shape are "full" (vector loads); others are
+"broadcast" and read element e at (e / inner) % count, both computed at run time from shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from codegen.emit.cuda_unit import NAME_PLACEHOLDER, CudaUnit
+from codegen.emit.expressions import c_float, op_expr
+from codegen.frontend.ops import Classifier, ModuleAttr, OpSpec, python_attr_path
+from codegen.schedule.fusion import (
+    BATCH_NORM,
+    ELEMENTWISE,
+    GEMM,
+    LAYER_NORM,
+    REDUCTION,
+    SOFTMAX,
+    Group,
+    gemm_folds,
+)
+
+
+class CodegenError(ValueError):
+    """A group the templates cannot express; str() is one line."""
+
+
+@dataclass(frozen=True)
+class Token:
+    """A tensor that exists only inside a group's Python helper (a cuBLASLt result, BN statistics)."""
+
+    name: str
+    full: bool
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    """A submodule passed whole to a helper (BatchNorm needs its buffers and hyper-parameters)."""
+
+    path: str
+
+
+@dataclass
+class ChainOp:
+    op: str
+    operands: list[Any]
+    params: dict[str, Any]
+    key: Any  # the fx node (or Token) whose value this op defines
+
+
+@dataclass
+class Chain:
+    """Elementwise ops over external operands, as C statements."""
+
+    ops: list[ChainOp]
+    full: list[Any] = field(default_factory=list)
+    bcast: list[Any] = field(default_factory=list)
+    scalars: list[Any] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    values: dict[Any, str] = field(default_factory=dict)
+
+    def var(self, key: Any) -> str:
+        """The C variable holding `key` (an op result, the seed, or an operand)."""
+        if key in self.values:
+            return self.values[key]
+        for i, ref in enumerate(self.full):
+            if _same(ref, key):
+                return f"x_f{i}"
+        raise CodegenError(f"value {key} is not available in the chain")
+
+    def fields(self, prefix: str = "") -> list[tuple[str, str]]:
+        out = [("const float*", f"{prefix}f{i}") for i in range(len(self.full))]
+        out += [("const float*", f"{prefix}b{i}") for i in range(len(self.bcast))]
+        for i in range(len(self.bcast)):
+            out += [("int64_t", f"{prefix}b{i}_inner"), ("int64_t", f"{prefix}b{i}_count")]
+        out += [("float", f"{prefix}s{i}") for i in range(len(self.scalars))]
+        return out
+
+    def loads(self) -> list[str]:
+        lines = [f"const float x_f{i} = f{i}[e];" for i in range(len(self.full))]
+        lines += [
+            f"const float x_b{i} = b{i}[stitch_bidx(e, b{i}_inner, b{i}_count)];"
+            for i in range(len(self.bcast))
+        ]
+        return lines
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (fx.Node, Token)) or isinstance(b, (fx.Node, Token)):
+        return a is b
+    return a == b
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def build_chain(
+    classifier: Classifier, ops: list[ChainOp], shape: tuple[int, ...], seed: Any = None
+) -> Chain:
+    """Compile `ops` (in order) into C statements; operands outside the chain become loads."""
+    chain = Chain(ops=ops)
+    if seed is not None:
+        chain.values[seed] = "seed"
+
+    def find(items: list[Any], ref: Any) -> int:
+        for i, item in enumerate(items):
+            if _same(item, ref):
+                return i
+        items.append(ref)
+        return len(items) - 1
+
+    def operand(ref: Any) -> tuple[str, Any]:
+        if _is_number(ref):
+            return c_float(ref), ref
+        if isinstance(ref, (fx.Node, Token)) and ref in chain.values:
+            return chain.values[ref], None
+        if isinstance(ref, Token):
+            return (f"x_f{find(chain.full, ref)}" if ref.full else f"x_b{find(chain.bcast, ref)}"), None
+        value = classifier.value(ref)
+        if _is_number(value):
+            return f"s{find(chain.scalars, ref)}", value
+        if not isinstance(value, torch.Tensor):
+            raise CodegenError(f"operand {ref} is neither a tensor nor a number")
+        if tuple(value.shape) == tuple(shape):
+            return f"x_f{find(chain.full, ref)}", None
+        return f"x_b{find(chain.bcast, ref)}", None
+
+    for i, op in enumerate(ops):
+        pairs = [operand(r) for r in op.operands]
+        expr = op_expr(op.op, [p[0] for p in pairs], op.params, [p[1] for p in pairs])
+        chain.lines.append(f"const float v{i} = {expr};")
+        chain.values[op.key] = f"v{i}"
+    return chain
+
+
+def spec_ops(specs: list[OpSpec]) -> list[ChainOp]:
+    return [ChainOp(s.op, list(s.args["operands"]), dict(s.args["params"]), s.node) for s in specs]
+
+
+# ---- CUDA functors ----------------------------------------------------------------------------------
+
+
+def _struct(members: list[tuple[str, str]], methods: str) -> str:
+    decls = "\n".join(f"  {ctype} {name};" for ctype, name in members)
+    return f"struct {NAME_PLACEHOLDER} {{\n{decls}\n{methods}}};\n"
+
+
+def _indent(lines: list[str], spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line for line in lines)
+
+
+def _vec4_lines(chain: Chain, results: list[str], arrays: list[str]) -> list[str]:
+    """Statements computing elements e..e+3 of each `results` value into the float[4] `arrays`."""
+    vec = [f"float F{i}[4];" for i in range(len(chain.full))]
+    vec += [f"stitch_ld4(f{i} + e, F{i});" for i in range(len(chain.full))]
+    vec += [f"float B{i}[4];" for i in range(len(chain.bcast))]
+    vec += [f"stitch_bload4(b{i}, e, b{i}_inner, b{i}_count, B{i});" for i in range(len(chain.bcast))]
+    inner = [f"const float x_f{i} = F{i}[k];" for i in range(len(chain.full))]
+    inner += [f"const float x_b{i} = B{i}[k];" for i in range(len(chain.bcast))]
+    inner += chain.lines + [f"{a}[k] = {v};" for a, v in zip(arrays, results, strict=True)]
+    return vec + ["#pragma unroll", "for (int k = 0; k < 4; ++k) {"] + ["  " + line for line in inner] + ["}"]
+
+
+def ew_functor(
+    unit: CudaUnit, chain: Chain, outputs: list[Any], group: str
+) -> tuple[str, list[tuple[str, str]]]:
+    """A StitchEw_* struct computing `outputs` elementwise; returns (name, output field list)."""
+    out_fields = [("float*", f"o{j}") for j in range(len(outputs))]
+    members = chain.fields() + out_fields
+    out_vars = [chain.var(k) for k in outputs]
+    scalar_body = chain.loads() + chain.lines + [f"o{j}[e] = {v};" for j, v in enumerate(out_vars)]
+    arrays = [f"R{j}" for j in range(len(outputs))]
+    vec = [f"float {a}[4];" for a in arrays] + _vec4_lines(chain, out_vars, arrays)
+    vec += [f"stitch_st4(o{j} + e, R{j});" for j in range(len(outputs))]
+    methods = (
+        "  __device__ __forceinline__ void scalar(int64_t e) const {\n"
+        + _indent(scalar_body, 4)
+        + "\n  }\n  __device__ __forceinline__ void vec4(int64_t e) const {\n"
+        + _indent(vec, 4)
+        + "\n  }\n"
+    )
+    name = unit.define("StitchEw", _struct(members, methods), group)
+    return name, out_fields
+
+
+def pro_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
+    """A StitchPro_* struct for a row kernel's input with its prologue fused.
+
+    load(e) gives element e; load4(e, v) elements e..e+3 through 16-byte loads, valid when the host
+    has checked vec_ok() (every full operand 16-byte aligned) and e is a multiple of 4.
+    """
+    body = chain.loads() + chain.lines + [f"return {chain.var(result)};"]
+    aligned = " && ".join(f"stitch_aligned16(f{i})" for i in range(len(chain.full))) or "true"
+    methods = (
+        "  __device__ __forceinline__ float load(int64_t e) const {\n"
+        + _indent(body, 4)
+        + "\n  }\n  __device__ __forceinline__ void load4(int64_t e, float v[4]) const {\n"
+        + _indent(_vec4_lines(chain, [chain.var(result)], ["v"]), 4)
+        + f"\n  }}\n  bool vec_ok() const {{ return {aligned}; }}\n"
+    )
+    return unit.define("StitchPro", _struct(chain.fields(), methods), group)
+
+
+def epi_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
+    """A StitchEpi_* struct whose apply(seed, e) finishes output element e."""
+    if not chain.ops:
+        return "StitchNoEpi"
+    body = chain.loads() + chain.lines + [f"return {chain.var(result)};"]
+    methods = (
+        "  __device__ __forceinline__ float apply(float seed, int64_t e) const {\n"
+        + _indent(body, 4)
+        + "\n  }\n"
+    )
+    return unit.define("StitchEpi", _struct(chain.fields(), methods), group)
+
+
+def _init(struct: str, var: str, members: list[tuple[str, str]], prefix: str) -> str:
+    if struct == "StitchNoEpi":
+        return f"  const StitchNoEpi {var}{{}};"
+    values = ", ".join(f"{prefix}{name}" for _, name in members)
+    return f"  const {struct} {var}{{{values}}};"
+
+
+def _prefixed(fields: list[tuple[str, str]], prefix: str) -> list[tuple[str, str]]:
+    return [(ctype, f"{prefix}{name}") for ctype, name in fields]
+
+
+# ---- Python helpers ---------------------------------------------------------------------------------
+
+
+class Helper:
+    """The Python function `_g<id>` that prepares operands and calls the group's launchers."""
+
+    def __init__(self, gid: str, doc: str, forward_names: dict[fx.Node, str]) -> None:
+        self.gid = gid
+        self.doc = doc
+        self.forward_names = forward_names
+        self.params: list[str] = []
+        self.call_args: list[str] = []
+        self._params_by_ref: list[tuple[Any, str]] = []
+        self.locals: dict[Any, str] = {}
+        self.lines: list[str] = []
+        self.returns: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return "_" + self.gid.replace(".", "_")
+
+    def ref(self, ref: Any) -> str:
+        """The helper-local Python name of an operand (adding a parameter when it comes from forward)."""
+        if isinstance(ref, (fx.Node, Token)) and ref in self.locals:
+            return self.locals[ref]
+        if _is_number(ref):
+            return repr(float(ref))
+        for known, name in self._params_by_ref:
+            if _same(known, ref):
+                return name
+        if isinstance(ref, fx.Node):
+            expr = self.forward_names[ref]
+        elif isinstance(ref, ModuleAttr):
+            expr = ref.expr
+        elif isinstance(ref, ModuleRef):
+            expr = python_attr_path(ref.path)
+        else:
+            raise CodegenError(f"cannot pass {ref!r} to a group helper")
+        name = f"a{len(self.params)}"
+        self.params.append(name)
+        self.call_args.append(expr)
+        self._params_by_ref.append((ref, name))
+        return name
+
+    def prepare_chain(self, chain: Chain, prefix: str, shape_var: str, compute_shape: bool) -> None:
+        """Make full operands contiguous, fix the chain's shape, compute broadcast (inner, count)."""
+        for i, ref in enumerate(chain.full):
+            self.lines.append(f"{prefix}f{i} = {self.ref(ref)}.contiguous()")
+        if compute_shape:
+            self.lines.append(f"{shape_var} = {self.chain_shape(chain, prefix)}")
+        for i in range(1 if compute_shape and chain.full else 0, len(chain.full)):
+            self.lines.append(f"_stitch_same_shape({prefix}f{i}, {shape_var})")
+        for i, ref in enumerate(chain.bcast):
+            self.lines.append(
+                f"{prefix}b{i}, {prefix}b{i}_inner, {prefix}b{i}_count = _stitch_bc({self.ref(ref)}, {shape_var})"
+            )
+        for i, ref in enumerate(chain.scalars):
+            self.lines.append(f"{prefix}s{i} = float({self.ref(ref)})")
+
+    def chain_args(self, chain: Chain, prefix: str) -> list[str]:
+        """Launcher arguments for the chain's fields, in `Chain.fields` order."""
+        args = [f"{prefix}f{i}.data_ptr()" for i in range(len(chain.full))]
+        args += [f"{prefix}b{i}.data_ptr()" for i in range(len(chain.bcast))]
+        for i in range(len(chain.bcast)):
+            args += [f"{prefix}b{i}_inner", f"{prefix}b{i}_count"]
+        args += [f"{prefix}s{i}" for i in range(len(chain.scalars))]
+        return args
+
+    def chain_shape(self, chain: Chain, prefix: str) -> str:
+        """A Python expression for the chain's output shape."""
+        if chain.full:
+            return f"tuple({prefix}f0.shape)"
+        tensors = [self.ref(r) for r in chain.bcast]
+        if not tensors:
+            raise CodegenError("elementwise chain without tensor operands")
+        return f"tuple(torch.broadcast_shapes({', '.join(t + '.shape' for t in tensors)}))"
+
+    def source(self, name: str | None = None) -> str:
+        """The function's text; `name` overrides the default `_g<id>` (shared helpers)."""
+        body = [f'"""{self.doc}"""'] + self.lines
+        if len(self.returns) == 1:
+            body.append(f"return {self.returns[0]}")
+        else:
+            body.append(f"return {', '.join(self.returns)}")
+        params = ", ".join(self.params)
+        return f"def {name or self.name}({params}):\n" + "\n".join("    " + line for line in body) + "\n"
+
+
+# ---- group code -------------------------------------------------------------------------------------
+
+
+@dataclass
+class GroupCode:
+    helper: Helper
+    template: str
+    launches: int
+
+
+class GroupWriter:
+    """Writes the CUDA code and the Python helper of each covered group into one CudaUnit."""
+
+    def __init__(
+        self, classifier: Classifier, unit: CudaUnit, forward_names: dict[fx.Node, str], ew_unroll: int = 1
+    ):
+        self.classifier = classifier
+        self.unit = unit
+        self.forward_names = forward_names
+        self.ew_unroll = ew_unroll
+
+    def shape(self, ref: Any) -> tuple[int, ...]:
+        value = self.classifier.value(ref)
+        if not isinstance(value, torch.Tensor):
+            raise CodegenError(f"{ref} is not a tensor")
+        return tuple(value.shape)
+
+    def write(self, group: Group) -> GroupCode:
+        ops = ", ".join(s.op for s in group.specs)
+        helper = Helper(group.id, f"{group.kind} [{ops}]", self.forward_names)
+        if group.kind == ELEMENTWISE:
+            template, launches = self._elementwise(group, helper)
+        elif group.kind == GEMM:
+            template, launches = self._gemm(group, helper)
+        elif group.kind in (SOFTMAX, LAYER_NORM, REDUCTION):
+            template, launches = self._row(group, helper)
+        elif group.kind == BATCH_NORM:
+            template, launches = self._batch_norm(group, helper)
+        else:
+            raise CodegenError(f"no writer for group kind {group.kind}")
+        return GroupCode(helper=helper, template=template, launches=launches)
+
+    # -- elementwise chains (standalone or as an epilogue kernel after a library call) --
+    def _ew_call(
+        self, helper: Helper, chain: Chain, outputs: list[Any], group: Group, prefix: str, inplace: str | None
+    ) -> list[str]:
+        """Emit the launch of one elementwise kernel; returns the Python names of its outputs."""
+        self.unit.use("elementwise")
+        shape_var = f"{prefix}shape"
+        helper.prepare_chain(chain, prefix, shape_var, compute_shape=True)
+        device_of = f"{prefix}f0" if chain.full else f"{prefix}b0"
+        out_names: list[str] = []
+        for j, _key in enumerate(outputs):
+            name = f"{prefix}o{j}"
+            if inplace is not None and j == len(outputs) - 1:
+                helper.lines.append(f"{name} = {inplace}")
+            else:
+                helper.lines.append(
+                    f"{name} = torch.empty({shape_var}, device={device_of}.device, dtype=torch.float32)"
+                )
+            out_names.append(name)
+        struct, out_fields = ew_functor(self.unit, chain, outputs, group.id)
+        params = chain.fields() + out_fields + [("int64_t", "n"), ("int", "unroll")]
+        init = _init(struct, "f", chain.fields() + out_fields, "")
+        aligned = [f"stitch_aligned16(f{i})" for i in range(len(chain.full))]
+        aligned += [f"stitch_aligned16(o{j})" for j in range(len(outputs))]
+        body = "\n".join(
+            [
+                init,
+                f"  const bool vec = {' && '.join(aligned) if aligned else 'true'};",
+                f"  return stitch_ew_launch<{struct}>(f, n, vec, unroll, stream);",
+            ]
+        )
+        launcher = self.unit.launcher("ew", params, body, group.id)
+        args = helper.chain_args(chain, prefix) + [f"{n}.data_ptr()" for n in out_names]
+        args += [f"{out_names[0]}.numel()", str(self.ew_unroll), f"_stitch_stream({out_names[0]})"]
+        helper.lines.append(f"_ext.{launcher}({', '.join(args)})")
+        return out_names
+
+    def _elementwise(self, group: Group, helper: Helper) -> tuple[str, int]:
+        shape = self.shape(group.tail)
+        chain = build_chain(self.classifier, spec_ops(group.epilogue), shape)
+        names = self._ew_call(helper, chain, group.outputs, group, "", None)
+        helper.returns = names
+        return ("ew_vec4_split" if group.level == 1 else "ew_vec4"), 1
+
+    # -- GEMM through cuBLASLt, with folded or separate epilogue --
+    def _gemm(self, group: Group, helper: Helper) -> tuple[str, int]:
+        self.unit.use("gemm")
+        self.unit.library_launcher("gemm", GEMM_PARAMS, group.id)
+        anchor = group.anchor
+        assert anchor is not None
+        args = anchor.args
+        a = helper.ref(args["a"])
+        b = f"{helper.ref(args['weight'])}.t()" if "weight" in args else helper.ref(args["b"])
+        fold = gemm_folds(self.classifier, group)
+        kwargs: list[str] = []
+        chain_ops: list[ChainOp] = []
+        raw = Token("raw", full=True)
+        if group.level == 0:
+            if args.get("bias") is not None:
+                kwargs.append(f"bias={helper.ref(args['bias'])}")
+            if fold.bias is not None:
+                kwargs.append(f"bias={helper.ref(fold.bias)}")
+            if fold.residual is not None:
+                kwargs.append(f"residual={helper.ref(fold.residual)}")
+            if fold.alpha:
+                alpha = "1.0"
+                for kind, ref in fold.alpha:
+                    alpha += f" {'*' if kind == 'mul' else '/'} {helper.ref(ref)}"
+                kwargs.append(f"alpha={alpha}")
+            if fold.relu:
+                kwargs.append("act=_STITCH_RELU")
+            lt_key: Any = group.epilogue[fold.count - 1].node if fold.count else anchor.node
+            rest = group.epilogue[fold.count :]
+            chain_ops = spec_ops(rest)
+            template = "cublaslt_fused" if fold.count or args.get("bias") is not None else "cublaslt"
+        else:
+            lt_key = raw
+            if args.get("bias") is not None:
+                chain_ops.append(ChainOp("add", [raw, args["bias"]], {}, anchor.node))
+            else:
+                chain_ops.append(ChainOp("identity", [raw], {}, anchor.node))
+            chain_ops += spec_ops(group.epilogue)
+            template = "cublaslt+ew_epilogue"
+        helper.lines.append(f"out = _stitch_mm({', '.join([a, b] + kwargs)})")
+        helper.locals[lt_key] = "out"
+        launches = 1
+        names: dict[Any, str] = {lt_key: "out"} if not isinstance(lt_key, Token) else {}
+        if chain_ops:
+            chain = build_chain(self.classifier, chain_ops, self.shape(anchor.node))
+            outs = [n for n in group.outputs if n not in names]
+            inplace = "out" if lt_key not in group.outputs else None
+            produced = self._ew_call(helper, chain, outs, group, "e_", inplace)
+            names.update(zip(outs, produced, strict=True))
+            launches += 1
+            if group.level == 0:
+                template += "+ew_epilogue"
+        helper.returns = [names[n] for n in group.outputs]
+        return template, launches
+
+    # -- softmax / layernorm / reductions with fused prologue and epilogue --
+    def _row(self, group: Group, helper: Helper) -> tuple[str, int]:
+        anchor = group.anchor
+        assert anchor is not None
+        source = anchor.args["input"]
+        in_shape = self.shape(source)
+        pro_ops = spec_ops(group.prologue)
+        pro_chain = build_chain(self.classifier, pro_ops, in_shape)
+        pro_result = group.prologue[-1].node if group.prologue else source
+        if not pro_ops:
+            pro_chain.full = [source]
+        value_node = group.absorbed[-1] if group.absorbed else anchor.node
+        out_shape = self.shape(value_node)
+        epi_chain = build_chain(self.classifier, spec_ops(group.epilogue), out_shape, seed=value_node)
+        epi_result = group.epilogue[-1].node if group.epilogue else value_node
+        pro = pro_functor(self.unit, pro_chain, pro_result, group.id)
+        epi = epi_functor(self.unit, epi_chain, epi_result, group.id)
+
+        helper.prepare_chain(pro_chain, "p_", "p_shape", compute_shape=True)
+        device = "p_f0" if pro_chain.full else "p_b0"
+        pro_fields = _prefixed(pro_chain.fields(), "p_")
+        epi_fields = _prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
+        pro_init = _init(pro, "pro", pro_chain.fields(), "p_")
+        epi_init = _init(epi, "epi", epi_chain.fields(), "e_")
+        call = helper.chain_args(pro_chain, "p_")
+        alloc = f"torch.empty({{}}, device={device}.device, dtype=torch.float32)"
+
+        if anchor.family == REDUCTION:
+            dims = anchor.args["dims"]
+            d0, d1 = dims[0], dims[-1]
+            keep = repr((1,) * (d1 - d0 + 1)) if anchor.args["keepdim"] else "()"
+            helper.lines += [
+                f"outer = math.prod(p_shape[:{d0}])",
+                f"red = math.prod(p_shape[{d0}:{d1 + 1}])",
+                f"inner = math.prod(p_shape[{d1 + 1}:])",
+                f"y_shape = p_shape[:{d0}] + {keep} + p_shape[{d1 + 1}:]",
+                f"y = {alloc.format('y_shape')}",
+            ]
+            scale = "1.0 / red if red else float('nan')" if anchor.op == "mean" else "1.0"
+            helper.lines.append(f"scale = {scale}")
+            op_code = {"sum": 0, "mean": 0, "amax": 1, "amin": 2}[anchor.op]
+            self.unit.use("reduce")
+            params = pro_fields + epi_fields + [("float*", "y"), ("int64_t", "outer"), ("int64_t", "red")]
+            params += [("int64_t", "inner"), ("float", "scale")]
+            body = "\n".join(
+                [
+                    pro_init,
+                    epi_init,
+                    f"  return stitch_reduce_run<{op_code}, {pro}, {epi}>(pro, epi, y, outer, red, inner, scale, stream);",
+                ]
+            )
+            tail_args = ["y.data_ptr()", "outer", "red", "inner", "scale"]
+            template = "reduce_rows" if math_inner_is_one(in_shape, d1) else "reduce_cols"
+            saved = None
+        else:
+            saved = "saved" if group.save_prologue else None
+            helper.lines.append(f"y = {alloc.format('p_shape')}")
+            if saved:
+                helper.lines.append(f"saved = {alloc.format('p_shape')}")
+            if anchor.family == SOFTMAX:
+                self.unit.use("softmax")
+                helper.lines += [
+                    "cols = p_shape[-1] if p_shape else 1",
+                    "rows = math.prod(p_shape) // max(cols, 1)",
+                ]
+                log = "true" if anchor.op == "log_softmax" else "false"
+                params = pro_fields + epi_fields + [("float*", "y"), ("float*", "saved"), ("int64_t", "rows")]
+                params += [("int64_t", "cols")]
+                body = "\n".join(
+                    [
+                        pro_init,
+                        epi_init,
+                        f"  return stitch_softmax_run<{log}, {pro}, {epi}>(pro, epi, y, saved, rows, cols, stream);",
+                    ]
+                )
+                tail_args = ["y.data_ptr()", "saved.data_ptr()" if saved else "0", "rows", "cols"]
+                template = "log_softmax_rows" if anchor.op == "log_softmax" else "softmax_rows"
+            else:
+                self.unit.use("layernorm")
+                norm = int(anchor.args["norm_numel"])
+                helper.lines += [f"cols = {norm}", "rows = math.prod(p_shape) // cols"]
+                # Keep the contiguous tensors alive until the launch: a temporary's pointer would dangle.
+                for key, var in (("weight", "w"), ("bias", "b")):
+                    ref = anchor.args.get(key)
+                    if ref is not None:
+                        helper.lines += [
+                            f"{var} = {helper.ref(ref)}.contiguous()",
+                            f"{var}_ptr = {var}.data_ptr()",
+                        ]
+                    else:
+                        helper.lines.append(f"{var}_ptr = 0")
+                params = (
+                    pro_fields + epi_fields + [("const float*", "w"), ("const float*", "b"), ("float*", "y")]
+                )
+                params += [("float*", "saved"), ("int64_t", "rows"), ("int64_t", "cols"), ("float", "eps")]
+                body = "\n".join(
+                    [
+                        pro_init,
+                        epi_init,
+                        f"  return stitch_layernorm_run<{pro}, {epi}>(pro, epi, w, b, y, saved, rows, cols, eps, stream);",
+                    ]
+                )
+                eps = repr(float(anchor.args["eps"]))
+                tail_args = [
+                    "w_ptr",
+                    "b_ptr",
+                    "y.data_ptr()",
+                    "saved.data_ptr()" if saved else "0",
+                    "rows",
+                    "cols",
+                    eps,
+                ]
+                template = "layernorm_rows"
+        if epi_chain.ops:
+            helper.prepare_chain(
+                epi_chain, "e_", "y_shape" if anchor.family == REDUCTION else "p_shape", False
+            )
+            call += helper.chain_args(epi_chain, "e_")
+        launcher = self.unit.launcher(template.split("_")[0], params, body, group.id)
+        helper.lines.append(f"_ext.{launcher}({', '.join(call + tail_args + ['_stitch_stream(y)'])})")
+        returns = []
+        for node in group.outputs:
+            returns.append("saved" if saved and group.prologue and node is group.prologue[-1].node else "y")
+        helper.returns = returns
+        if group.prologue:
+            template += "+prologue"
+        if group.epilogue:
+            template += "+epilogue"
+        return template, 1
+
+    # -- BatchNorm2d: double-precision statistics, then the normalisation as an elementwise kernel --
+    def _batch_norm(self, group: Group, helper: Helper) -> tuple[str, int]:
+        self.unit.use("batchnorm", "elementwise")
+        self.unit.library_launcher("bn_stats", BN_STATS_PARAMS, group.id)
+        self.unit.library_launcher("bn_finalize", BN_FINALIZE_PARAMS, group.id)
+        anchor = group.anchor
+        assert anchor is not None
+        x = helper.ref(anchor.args["input"])
+        mod = helper.ref(ModuleRef(anchor.args["module"]))
+        module = self.classifier.root.get_submodule(anchor.args["module"])
+        helper.lines += [
+            f"x = {x}.contiguous()",
+            "n, c = x.shape[0], x.shape[1]",
+            "hw = x[0, 0].numel()",
+            "stream = _stitch_stream(x)",
+            "mean = torch.empty(c, device=x.device, dtype=torch.float32)",
+            "scale = torch.empty(c, device=x.device, dtype=torch.float32)",
+            f"batch_stats = {mod}.training or {mod}.running_mean is None",
+            f"update = {mod}.training and {mod}.track_running_stats and {mod}.running_mean is not None",
+            "mode = (1 if batch_stats else 0) | (2 if update else 0)",
+            "sums = torch.zeros(2, c, device=x.device, dtype=torch.float64) if batch_stats else None",
+            "if batch_stats:",
+            "    _ext.bn_stats(x.data_ptr(), sums[0].data_ptr(), sums[1].data_ptr(), n, c, hw, stream)",
+            "if update:",
+            f"    {mod}.num_batches_tracked.add_(1)",
+            f"momentum = float({mod}.momentum) if update else 0.0",
+            f"weight_ptr = {mod}.weight.data_ptr() if {mod}.weight is not None else 0",
+            f"rm_ptr = {mod}.running_mean.data_ptr() if {mod}.running_mean is not None else 0",
+            f"rv_ptr = {mod}.running_var.data_ptr() if {mod}.running_var is not None else 0",
+            "sum_ptr = sums[0].data_ptr() if batch_stats else 0",
+            "sq_ptr = sums[1].data_ptr() if batch_stats else 0",
+            "_ext.bn_finalize(sum_ptr, sq_ptr, weight_ptr, rm_ptr, rv_ptr, mean.data_ptr(), scale.data_ptr(), c,"
+            f" float(n * hw), float({mod}.eps), momentum, mode, stream)",
+            "mean_c = mean.view(-1, 1, 1)",
+            "scale_c = scale.view(-1, 1, 1)",
+        ]
+        mean_t, scale_t, beta_t = Token("mean_c", False), Token("scale_c", False), Token("beta_c", False)
+        helper.locals.update({mean_t: "mean_c", scale_t: "scale_c", beta_t: "beta_c"})
+        operands: list[Any] = [anchor.args["input"], mean_t, scale_t]
+        if module.bias is not None:
+            helper.lines.append(f"beta_c = {mod}.bias.view(-1, 1, 1)")
+            operands.append(beta_t)
+        ops = [ChainOp("bn_affine", operands, {}, anchor.node)] + spec_ops(group.epilogue)
+        chain = build_chain(self.classifier, ops, self.shape(anchor.node))
+        helper.locals[anchor.args["input"]] = "x"
+        names = self._ew_call(helper, chain, group.outputs, group, "e_", None)
+        helper.returns = names
+        return ("bn_stats+ew" + ("_epilogue" if group.epilogue else "")), 4
+
+
+def math_inner_is_one(shape: tuple[int, ...], last_dim: int) -> bool:
+    inner = 1
+    for s in shape[last_dim + 1 :]:
+        inner *= s
+    return inner == 1
+
+
+GEMM_PARAMS: list[tuple[str, str]] = [
+    ("const float*", "A"),
+    ("const float*", "B"),
+    ("const float*", "C"),
+    ("float*", "D"),
+    ("const float*", "bias"),
+    ("int64_t", "m"),
+    ("int64_t", "n"),
+    ("int64_t", "k"),
+    ("int64_t", "lda"),
+    ("int64_t", "ldb"),
+    ("int64_t", "ldc"),
+    ("int", "transa"),
+    ("int", "transb"),
+    ("int64_t", "batch"),
+    ("int64_t", "sa"),
+    ("int64_t", "sb"),
+    ("int64_t", "sc"),
+    ("float", "alpha"),
+    ("float", "beta"),
+    ("int", "act"),
+]
+BN_STATS_PARAMS: list[tuple[str, str]] = [
+    ("const float*", "x"),
+    ("double*", "sum"),
+    ("double*", "sumsq"),
+    ("int64_t", "N"),
+    ("int64_t", "C"),
+    ("int64_t", "HW"),
+]
+BN_FINALIZE_PARAMS: list[tuple[str, str]] = [
+    ("const double*", "sum"),
+    ("const double*", "sumsq"),
+    ("const float*", "weight"),
+    ("float*", "running_mean"),
+    ("float*", "running_var"),
+    ("float*", "mean_out"),
+    ("float*", "scale_out"),
+    ("int64_t", "C"),
+    ("double", "count"),
+    ("float", "eps"),
+    ("float", "momentum"),
+    ("int", "mode"),
+]

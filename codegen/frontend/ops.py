@@ -1,0 +1,691 @@
+"""Classify fx nodes into canonical operators with normalised arguments.
+
+Every node of a traced reference becomes an `OpSpec`: a canonical op kind (relu, linear, softmax, ...),
+the template family that could implement it, and its arguments bound by name. The fusion planner works
+only on OpSpecs, so the many spellings of one operator (`torch.relu`, `F.relu`, `x.relu()`,
+`nn.ReLU`) are resolved here, once.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch import nn
+
+from codegen.frontend.capture import TracedModel
+
+# Families: which template could implement a node.
+ELEMENTWISE = "elementwise"
+GEMM = "gemm"
+SOFTMAX = "softmax"
+LAYER_NORM = "layer_norm"
+REDUCTION = "reduction"
+BATCH_NORM = "batch_norm"
+VIEW = "view"  # metadata only (view, transpose, getitem of a tuple, ...): no kernel
+SCALAR = "scalar"  # Python values computed from sizes
+OTHER = "other"  # stays PyTorch
+INPUT = "input"
+ATTR = "attr"
+OUTPUT = "output"
+
+
+@dataclass(frozen=True)
+class ModuleAttr:
+    """A tensor owned by a submodule, read in the generated forward as `self.<path>.<attr>`."""
+
+    path: str
+    attr: str
+
+    @property
+    def expr(self) -> str:
+        return python_attr_path(f"{self.path}.{self.attr}" if self.path else self.attr)
+
+
+@dataclass
+class OpSpec:
+    """One node of the reference as the planner sees it."""
+
+    node: fx.Node
+    op: str
+    family: str
+    target: str
+    args: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+def python_attr_path(path: str) -> str:
+    """`a.0.b` -> `self.a[0].b` style access that is valid Python for any submodule path."""
+    expr = "self"
+    for part in path.split("."):
+        expr = f"{expr}.{part}" if part.isidentifier() else f"getattr({expr}, {part!r})"
+    return expr
+
+
+def _collect(pairs: list[tuple[str, list[Any]]]) -> dict[int, str]:
+    table: dict[int, str] = {}
+    for canonical, objects in pairs:
+        for obj in objects:
+            if obj is not None:
+                table[id(obj)] = canonical
+    return table
+
+
+def _maybe(owner: Any, name: str) -> Any:
+    return getattr(owner, name, None)
+
+
+_FUNCTIONS: dict[int, str] = _collect(
+    [
+        ("relu", [torch.relu, F.relu, _maybe(torch, "relu_"), _maybe(F, "relu_")]),
+        ("gelu", [F.gelu, _maybe(torch._C._nn, "gelu")]),
+        ("silu", [F.silu, _maybe(torch._C._nn, "silu")]),
+        ("sigmoid", [torch.sigmoid, _maybe(F, "sigmoid"), _maybe(torch.special, "expit")]),
+        ("tanh", [torch.tanh, _maybe(F, "tanh")]),
+        ("exp", [torch.exp]),
+        ("log", [torch.log]),
+        ("abs", [torch.abs, operator.abs]),
+        ("sqrt", [torch.sqrt]),
+        ("rsqrt", [torch.rsqrt]),
+        ("neg", [torch.neg, operator.neg]),
+        ("erf", [torch.erf]),
+        ("sin", [torch.sin]),
+        ("cos", [torch.cos]),
+        ("reciprocal", [torch.reciprocal]),
+        ("square", [torch.square]),
+        ("log1p", [torch.log1p]),
+        ("expm1", [torch.expm1]),
+        ("clamp", [torch.clamp, torch.clip]),
+        ("hardtanh", [F.hardtanh]),
+        ("relu6", [F.relu6]),
+        ("leaky_relu", [F.leaky_relu]),
+        ("elu", [F.elu]),
+        ("softplus", [F.softplus, _maybe(torch._C._nn, "softplus")]),
+        ("mish", [F.mish]),
+        ("hardswish", [F.hardswish]),
+        ("hardsigmoid", [F.hardsigmoid]),
+        ("add", [operator.add, operator.iadd, torch.add]),
+        ("sub", [operator.sub, operator.isub, torch.sub, torch.subtract]),
+        ("mul", [operator.mul, operator.imul, torch.mul, torch.multiply]),
+        ("div", [operator.truediv, operator.itruediv, torch.div, torch.true_divide, torch.divide]),
+        ("pow", [operator.pow, torch.pow]),
+        ("maximum", [torch.maximum]),
+        ("minimum", [torch.minimum]),
+        ("dropout", [F.dropout, torch.dropout]),
+        ("linear", [F.linear, _maybe(torch._C._nn, "linear")]),
+        ("matmul", [torch.matmul, operator.matmul]),
+        ("mm", [torch.mm]),
+        ("bmm", [torch.bmm]),
+        ("addmm", [torch.addmm]),
+        ("softmax", [F.softmax, torch.softmax, _maybe(torch.special, "softmax")]),
+        ("log_softmax", [F.log_softmax, torch.log_softmax]),
+        ("layer_norm", [F.layer_norm, torch.layer_norm]),
+        ("sum", [torch.sum]),
+        ("mean", [torch.mean]),
+        ("amax", [torch.amax]),
+        ("amin", [torch.amin]),
+        ("max", [torch.max]),
+        ("min", [torch.min]),
+        ("view", [torch.reshape, torch.flatten, torch.transpose, torch.permute, torch.unsqueeze]),
+        ("view", [torch.squeeze, torch.t, torch.split, torch.chunk, torch.unbind, torch.narrow]),
+        ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),
+        ("conv2d", [F.conv2d]),
+        ("max_pool2d", [F.max_pool2d, _maybe(torch, "max_pool2d")]),
+        ("batch_norm", [F.batch_norm]),
+        ("cat", [torch.cat, torch.concat]),
+    ]
+)
+
+_METHOD_ALIASES = {
+    "relu_": "relu",
+    "sigmoid_": "sigmoid",
+    "tanh_": "tanh",
+    "clamp_": "clamp",
+    "clip": "clamp",
+    "clip_": "clamp",
+    "add_": "add",
+    "sub_": "sub",
+    "mul_": "mul",
+    "div_": "div",
+    "subtract": "sub",
+    "multiply": "mul",
+    "divide": "div",
+    "true_divide": "div",
+    "exp_": "exp",
+    "neg_": "neg",
+    "abs_": "abs",
+    "sqrt_": "sqrt",
+    "pow_": "pow",
+}
+_ELEMENTWISE_METHODS = frozenset(
+    {"relu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf", "sin", "cos"}
+    | {"reciprocal", "square", "log1p", "expm1", "clamp", "add", "sub", "mul", "div", "pow"}
+    | {"maximum", "minimum"}
+)
+_VIEW_METHODS = frozenset(
+    {"view", "reshape", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten", "expand"}
+    | {"expand_as", "view_as", "reshape_as", "narrow", "select", "unflatten", "split", "chunk"}
+    | {"unbind", "detach", "movedim", "swapaxes", "size", "dim", "numel"}
+)
+_OTHER_METHOD_NAMES = {"contiguous": "contiguous", "clone": "clone", "to": "to", "float": "to"}
+
+_MODULES: list[tuple[type, str]] = [
+    (nn.Linear, "linear"),
+    (nn.ReLU, "relu"),
+    (nn.GELU, "gelu"),
+    (nn.SiLU, "silu"),
+    (nn.Sigmoid, "sigmoid"),
+    (nn.Tanh, "tanh"),
+    (nn.ReLU6, "relu6"),
+    (nn.Hardtanh, "hardtanh"),
+    (nn.LeakyReLU, "leaky_relu"),
+    (nn.ELU, "elu"),
+    (nn.Softplus, "softplus"),
+    (nn.Mish, "mish"),
+    (nn.Hardswish, "hardswish"),
+    (nn.Hardsigmoid, "hardsigmoid"),
+    (nn.Identity, "identity"),
+    (nn.Dropout, "dropout"),
+    (nn.Softmax, "softmax"),
+    (nn.LogSoftmax, "log_softmax"),
+    (nn.LayerNorm, "layer_norm"),
+    (nn.BatchNorm1d, "batch_norm"),
+    (nn.BatchNorm2d, "batch_norm"),
+    (nn.BatchNorm3d, "batch_norm"),
+    (nn.Conv1d, "conv1d"),
+    (nn.Conv2d, "conv2d"),
+    (nn.Conv3d, "conv3d"),
+    (nn.ConvTranspose2d, "conv_transpose2d"),
+    (nn.MaxPool2d, "max_pool2d"),
+    (nn.AvgPool2d, "avg_pool2d"),
+    (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d"),
+    (nn.Flatten, "view"),
+    (nn.Unflatten, "view"),
+]
+
+_ELEMENTWISE_OPS = frozenset(
+    {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf"}
+    | {"sin", "cos", "reciprocal", "square", "log1p", "expm1", "clamp", "hardtanh", "relu6"}
+    | {"leaky_relu", "elu", "softplus", "mish", "hardswish", "hardsigmoid", "add", "sub", "mul"}
+    | {"div", "pow", "maximum", "minimum", "identity", "dropout"}
+)
+_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min"})
+_GEMMS = frozenset({"linear", "matmul", "mm", "bmm", "addmm"})
+
+# Positional signatures (after the input) used to bind call_function / call_method arguments.
+_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "gelu": ("input", "approximate"),
+    "clamp": ("input", "min", "max"),
+    "hardtanh": ("input", "min_val", "max_val", "inplace"),
+    "relu6": ("input", "inplace"),
+    "relu": ("input", "inplace"),
+    "leaky_relu": ("input", "negative_slope", "inplace"),
+    "elu": ("input", "alpha", "inplace"),
+    "softplus": ("input", "beta", "threshold"),
+    "mish": ("input", "inplace"),
+    "hardswish": ("input", "inplace"),
+    "hardsigmoid": ("input", "inplace"),
+    "silu": ("input", "inplace"),
+    "add": ("input", "other", "alpha"),
+    "sub": ("input", "other", "alpha"),
+    "mul": ("input", "other"),
+    "div": ("input", "other", "rounding_mode"),
+    "pow": ("input", "exponent"),
+    "maximum": ("input", "other"),
+    "minimum": ("input", "other"),
+    "dropout": ("input", "p", "training", "inplace"),
+    "linear": ("input", "weight", "bias"),
+    "matmul": ("input", "other"),
+    "mm": ("input", "mat2"),
+    "bmm": ("input", "mat2"),
+    "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
+    "softmax": ("input", "dim", "_stacklevel", "dtype"),
+    "log_softmax": ("input", "dim", "_stacklevel", "dtype"),
+    "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
+    "sum": ("input", "dim", "keepdim", "dtype"),
+    "mean": ("input", "dim", "keepdim", "dtype"),
+    "amax": ("input", "dim", "keepdim"),
+    "amin": ("input", "dim", "keepdim"),
+    "max": ("input", "dim", "keepdim"),
+    "min": ("input", "dim", "keepdim"),
+}
+
+
+def bind(node: fx.Node, op: str) -> dict[str, Any]:
+    """Bind a call_function/call_method node's arguments to the names of `_SIGNATURES[op]`."""
+    names = _SIGNATURES.get(op, ("input",))
+    bound: dict[str, Any] = {}
+    for name, value in zip(names, node.args, strict=False):
+        bound[name] = value
+    for i in range(len(names), len(node.args)):
+        bound[f"arg{i}"] = node.args[i]
+    for key, value in node.kwargs.items():
+        bound["input" if key == "self" else key] = value
+    return bound
+
+
+def target_text(node: fx.Node, root: nn.Module) -> str:
+    """How the reference spells the call, for reports."""
+    if node.op == "call_module":
+        return f"self.{node.target} ({type(root.get_submodule(node.target)).__name__})"
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    if node.op == "call_function":
+        module = getattr(node.target, "__module__", None) or ""
+        name = getattr(node.target, "__name__", repr(node.target))
+        return f"{module}.{name}" if module else name
+    return str(node.target)
+
+
+class Classifier:
+    """Turns the nodes of one traced model into OpSpecs."""
+
+    def __init__(self, traced: TracedModel) -> None:
+        self.traced = traced
+        self.root = traced.root
+        self._order = {node: i for i, node in enumerate(traced.graph.nodes)}
+
+    # ---- values ----------------------------------------------------------------------------
+    def value(self, ref: Any) -> Any:
+        """The meta value of a node or a module attribute; constants as themselves."""
+        if isinstance(ref, fx.Node):
+            return self.traced.value(ref)
+        if isinstance(ref, ModuleAttr):
+            owner = self.root.get_submodule(ref.path) if ref.path else self.root
+            return getattr(owner, ref.attr)
+        return ref
+
+    def is_f32(self, ref: Any) -> bool:
+        value = self.value(ref)
+        return isinstance(value, torch.Tensor) and value.dtype == torch.float32
+
+    # ---- classification ------------------------------------------------------------------------
+    def classify_all(self) -> list[OpSpec]:
+        return [self.classify(node) for node in self.traced.graph.nodes]
+
+    def classify(self, node: fx.Node) -> OpSpec:
+        text = target_text(node, self.root) if node.op.startswith("call") else str(node.target)
+        if node.op == "placeholder":
+            return OpSpec(node, "input", INPUT, text)
+        if node.op == "output":
+            return OpSpec(node, "output", OUTPUT, text)
+        if node.op == "get_attr":
+            return OpSpec(node, "attr", ATTR, text)
+        value = self.traced.value(node)
+        if not isinstance(value, torch.Tensor):
+            is_tuple_of_tensors = isinstance(value, tuple) and any(isinstance(v, torch.Tensor) for v in value)
+            if not is_tuple_of_tensors:
+                return OpSpec(node, "scalar", SCALAR, text)
+        op = self._canonical(node)
+        spec = OpSpec(node, op, OTHER, text)
+        if op == "view" or (node.op == "call_function" and node.target in (operator.getitem, getattr)):
+            spec.op, spec.family = "view", VIEW
+            return spec
+        if op in _ELEMENTWISE_OPS:
+            self._elementwise(spec)
+        elif op in _GEMMS:
+            self._gemm(spec)
+        elif op in ("softmax", "log_softmax"):
+            self._softmax(spec)
+        elif op == "layer_norm":
+            self._layer_norm(spec)
+        elif op in _REDUCTIONS:
+            self._reduction(spec)
+        elif op == "batch_norm":
+            self._batch_norm(spec)
+        else:
+            spec.reason = f"no template for {op}"
+        return spec
+
+    def _canonical(self, node: fx.Node) -> str:
+        if node.op == "call_module":
+            module = self.root.get_submodule(node.target)
+            for cls, name in _MODULES:
+                if type(module) is cls:
+                    return name
+            return type(module).__name__.lower()
+        if node.op == "call_method":
+            name = _METHOD_ALIASES.get(node.target, node.target)
+            if name in _VIEW_METHODS:
+                return "view"
+            if name in _ELEMENTWISE_METHODS or name in _REDUCTIONS or name in _GEMMS:
+                return name
+            if name in ("softmax", "log_softmax"):
+                return name
+            return _OTHER_METHOD_NAMES.get(name, name)
+        return _FUNCTIONS.get(id(node.target), getattr(node.target, "__name__", "call"))
+
+    # ---- helpers -----------------------------------------------------------------------------------
+    def _module(self, spec: OpSpec) -> nn.Module | None:
+        return self.root.get_submodule(spec.node.target) if spec.node.op == "call_module" else None
+
+    def _reject(self, spec: OpSpec, reason: str) -> None:
+        spec.family, spec.reason = OTHER, reason
+
+    def is_inplace_node(self, node: fx.Node) -> bool:
+        """Does the node write into one of its inputs (x.add_(), F.relu(x, inplace=True), ...)?"""
+        if node.op == "call_module":
+            return bool(getattr(self.root.get_submodule(node.target), "inplace", False))
+        if node.op == "call_method":
+            return str(node.target).endswith("_") and not str(node.target).startswith("_")
+        if node.op == "call_function":
+            name = getattr(node.target, "__name__", "")
+            if name.endswith("_") and not name.startswith("_"):
+                return True
+            return bind(node, self._canonical(node)).get("inplace") is True
+        return False
+
+    def _inplace_is_safe(self, spec: OpSpec, mutated: Any) -> bool:
+        """An in-place op may become out-of-place when nothing can observe the mutation: the tensor
+        is an intermediate (not an input, parameter or view) with no later readers and no views."""
+        if not isinstance(mutated, fx.Node) or mutated.op in ("placeholder", "get_attr"):
+            return False
+        if self.classify_family_only(mutated) in (VIEW, INPUT, ATTR):
+            return False
+        here = self._order[spec.node]
+        for user in mutated.users:
+            if user is spec.node:
+                continue
+            if self._order[user] > here or self.classify_family_only(user) == VIEW:
+                return False
+        return True
+
+    def classify_family_only(self, node: fx.Node) -> str:
+        if node.op == "placeholder":
+            return INPUT
+        if node.op == "get_attr":
+            return ATTR
+        op = self._canonical(node) if node.op.startswith("call") else node.op
+        if op == "view" or (node.op == "call_function" and node.target in (operator.getitem, getattr)):
+            return VIEW
+        return OTHER
+
+    # ---- families ------------------------------------------------------------------------------------
+    def _elementwise(self, spec: OpSpec) -> None:
+        node, op = spec.node, spec.op
+        module = self._module(spec)
+        params: dict[str, Any] = {}
+        if module is not None:
+            operands: list[Any] = [node.args[0]] if node.args else [node.kwargs.get("input")]
+            params.update(_module_params(op, module))
+            bound: dict[str, Any] = {}
+        else:
+            bound = bind(node, op)
+            operands, params = _elementwise_operands(op, bound)
+            if operands is None:
+                self._reject(spec, params.get("reason", f"unsupported arguments for {op}"))
+                return
+        if op == "dropout":
+            p = params.get("p", 0.5)
+            if not isinstance(p, (int, float)) or p != 0:
+                self._reject(spec, "dropout with p > 0 is random; kept as PyTorch")
+                return
+            op = spec.op = "identity"
+        for name in ("min", "max", "min_val", "max_val", "negative_slope", "alpha", "beta", "threshold"):
+            if name in params and not isinstance(params[name], (int, float)):
+                self._reject(spec, f"{op}: non-constant {name}")
+                return
+        if self.is_inplace_node(node) and not self._inplace_is_safe(spec, operands[0]):
+            self._reject(spec, "in-place update of a tensor that is read elsewhere")
+            return
+        if not self.is_f32(node):
+            self._reject(spec, "output is not float32")
+            return
+        for operand in operands:
+            if isinstance(operand, fx.Node):
+                value = self.value(operand)
+                if isinstance(value, torch.Tensor):
+                    if value.dtype != torch.float32:
+                        self._reject(spec, "an operand is not float32")
+                        return
+                elif not isinstance(value, (int, float)) or isinstance(value, bool):
+                    self._reject(spec, "an operand is neither a tensor nor a number")
+                    return
+            elif not isinstance(operand, (int, float)) or isinstance(operand, bool):
+                self._reject(spec, "an operand is neither a tensor nor a number")
+                return
+        spec.family = ELEMENTWISE
+        spec.args = {"operands": list(operands), "params": params}
+
+    def _gemm(self, spec: OpSpec) -> None:
+        node, op = spec.node, spec.op
+        module = self._module(spec)
+        if module is not None:
+            x = node.args[0] if node.args else node.kwargs.get("input")
+            bias = ModuleAttr(node.target, "bias") if module.bias is not None else None
+            args = {"a": x, "weight": ModuleAttr(node.target, "weight"), "bias": bias}
+        else:
+            bound = bind(node, op)
+            if op == "linear":
+                args = {"a": bound.get("input"), "weight": bound.get("weight"), "bias": bound.get("bias")}
+            elif op == "addmm":
+                if bound.get("beta", 1) != 1 or bound.get("alpha", 1) != 1:
+                    self._reject(spec, "addmm with beta or alpha other than 1")
+                    return
+                args = {"a": bound.get("mat1"), "b": bound.get("mat2"), "bias": bound.get("input")}
+            else:
+                args = {"a": bound.get("input"), "b": bound.get("other", bound.get("mat2"))}
+        a = self.value(args["a"])
+        other = self.value(args.get("weight", args.get("b")))
+        out = self.traced.value(node)
+        tensors = [t for t in (a, other, out) if isinstance(t, torch.Tensor)]
+        if len(tensors) != 3 or any(t.dtype != torch.float32 for t in tensors):
+            self._reject(spec, f"{op}: operands are not float32 tensors")
+            return
+        if args.get("bias") is not None and not self.is_f32(args["bias"]):
+            self._reject(spec, f"{op}: bias is not a float32 tensor")
+            return
+        if "weight" in args:
+            if other.dim() != 2 or a.dim() < 1:
+                self._reject(spec, "linear needs a 2-D weight")
+                return
+            bias = self.value(args["bias"]) if args.get("bias") is not None else None
+            if bias is not None and bias.dim() != 1:
+                self._reject(spec, "linear bias is not 1-D")
+                return
+        else:
+            if a.dim() < 2 or other.dim() < 2:
+                self._reject(spec, f"{op} with a 1-D operand")
+                return
+            if other.dim() > 2 and tuple(a.shape[:-2]) != tuple(other.shape[:-2]):
+                self._reject(spec, f"{op} with broadcast batch dimensions")
+                return
+            if op == "addmm":
+                bias = self.value(args["bias"])
+                n = other.shape[-1]
+                if tuple(bias.shape) not in ((n,), (1, n)):
+                    self._reject(spec, "addmm bias is not a row vector")
+                    return
+        spec.family = GEMM
+        spec.args = args
+
+    def _softmax(self, spec: OpSpec) -> None:
+        node = spec.node
+        module = self._module(spec)
+        if module is not None:
+            dim, dtype = module.dim, None
+            x = node.args[0]
+        else:
+            bound = bind(node, spec.op)
+            x, dim, dtype = bound.get("input"), bound.get("dim"), bound.get("dtype")
+        value = self.value(x)
+        if dim is None or not isinstance(dim, int) or dtype is not None:
+            self._reject(spec, f"{spec.op} without an explicit int dim (or with a dtype)")
+            return
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or value.dim() == 0:
+            self._reject(spec, f"{spec.op} of a non-float32 tensor")
+            return
+        if dim % value.dim() != value.dim() - 1:
+            self._reject(spec, f"{spec.op} over dim {dim}, not the last dim")
+            return
+        spec.family = SOFTMAX
+        spec.args = {"input": x}
+
+    def _layer_norm(self, spec: OpSpec) -> None:
+        node = spec.node
+        module = self._module(spec)
+        if module is not None:
+            x = node.args[0]
+            shape = tuple(module.normalized_shape)
+            weight = ModuleAttr(node.target, "weight") if module.weight is not None else None
+            bias = ModuleAttr(node.target, "bias") if getattr(module, "bias", None) is not None else None
+            eps = float(module.eps)
+        else:
+            bound = bind(node, "layer_norm")
+            x, shape = bound.get("input"), bound.get("normalized_shape")
+            weight, bias, eps = bound.get("weight"), bound.get("bias"), bound.get("eps", 1e-5)
+            if not isinstance(shape, (tuple, list)) or not all(isinstance(s, int) for s in shape):
+                self._reject(spec, "layer_norm with a non-constant normalized_shape")
+                return
+            shape = tuple(shape)
+            if not isinstance(eps, (int, float)):
+                self._reject(spec, "layer_norm with a non-constant eps")
+                return
+        value = self.value(x)
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+            self._reject(spec, "layer_norm of a non-float32 tensor")
+            return
+        for ref in (weight, bias):
+            if ref is not None and not self.is_f32(ref):
+                self._reject(spec, "layer_norm affine parameters are not float32 tensors")
+                return
+        spec.family = LAYER_NORM
+        spec.args = {"input": x, "norm_numel": math.prod(shape), "weight": weight, "bias": bias, "eps": eps}
+
+    def _reduction(self, spec: OpSpec) -> None:
+        node, op = spec.node, spec.op
+        bound = bind(node, op)
+        x = bound.get("input")
+        value = self.value(x)
+        if op in ("max", "min"):
+            other = bound.get("dim")
+            if isinstance(other, fx.Node) and isinstance(self.value(other), torch.Tensor):
+                spec.op = "maximum" if op == "max" else "minimum"
+                bound = {"input": x, "other": other}
+                spec.args = {}
+                self._elementwise_from_bound(spec, bound)
+                return
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or value.dim() == 0:
+            self._reject(spec, f"{op} of a non-float32 tensor")
+            return
+        if bound.get("dtype") is not None:
+            self._reject(spec, f"{op} with a dtype")
+            return
+        dim = bound.get("dim")
+        ndim = value.dim()
+        if dim is None or dim == () or dim == []:
+            dims = list(range(ndim))
+        elif isinstance(dim, int):
+            dims = [dim % ndim]
+        elif isinstance(dim, (tuple, list)) and all(isinstance(d, int) for d in dim):
+            dims = sorted({d % ndim for d in dim})
+        else:
+            self._reject(spec, f"{op} over a non-constant dim")
+            return
+        if dims != list(range(dims[0], dims[-1] + 1)):
+            self._reject(spec, f"{op} over non-adjacent dims {dims}")
+            return
+        keepdim = bound.get("keepdim", False)
+        if not isinstance(keepdim, bool):
+            self._reject(spec, f"{op} with a non-constant keepdim")
+            return
+        with_indices = op in ("max", "min") and isinstance(dim, int)
+        if with_indices:
+            users = list(node.users)
+            if len(users) != 1 or users[0].target is not operator.getitem or users[0].args[1] != 0:
+                self._reject(spec, f"{op} whose indices are used")
+                return
+        spec.family = REDUCTION
+        spec.op = {"max": "amax", "min": "amin"}.get(op, op)
+        spec.args = {"input": x, "dims": dims, "keepdim": keepdim, "with_indices": with_indices}
+
+    def _elementwise_from_bound(self, spec: OpSpec, bound: dict[str, Any]) -> None:
+        operands, params = _elementwise_operands(spec.op, bound)
+        if operands is None or not self.is_f32(spec.node):
+            self._reject(spec, "unsupported elementwise arguments")
+            return
+        spec.family = ELEMENTWISE
+        spec.args = {"operands": operands, "params": params}
+
+    def _batch_norm(self, spec: OpSpec) -> None:
+        module = self._module(spec)
+        if module is None:
+            self._reject(spec, "functional batch_norm is kept as PyTorch")
+            return
+        value = self.value(spec.node.args[0])
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or value.dim() != 4:
+            self._reject(spec, "batch_norm of a non-4-D or non-float32 tensor")
+            return
+        if module.track_running_stats and module.momentum is None:
+            self._reject(spec, "batch_norm with cumulative averaging (momentum=None)")
+            return
+        spec.family = BATCH_NORM
+        spec.args = {"input": spec.node.args[0], "module": spec.node.target}
+
+
+def _module_params(op: str, module: nn.Module) -> dict[str, Any]:
+    if op == "gelu":
+        return {"approximate": module.approximate}
+    if op in ("hardtanh", "relu6"):
+        return {"min_val": float(module.min_val), "max_val": float(module.max_val)}
+    if op == "leaky_relu":
+        return {"negative_slope": float(module.negative_slope)}
+    if op == "elu":
+        return {"alpha": float(module.alpha)}
+    if op == "softplus":
+        return {"beta": float(module.beta), "threshold": float(module.threshold)}
+    if op == "dropout":
+        return {"p": float(module.p)}
+    return {}
+
+
+def _elementwise_operands(op: str, bound: dict[str, Any]) -> tuple[list[Any] | None, dict[str, Any]]:
+    """(operands, params) of an elementwise call, or (None, {'reason': ...})."""
+    x = bound.get("input")
+    params: dict[str, Any] = {}
+    if op in ("add", "sub"):
+        alpha = bound.get("alpha", 1)
+        if not isinstance(alpha, (int, float)):
+            return None, {"reason": f"{op} with a non-constant alpha"}
+        params["alpha"] = alpha
+        return [x, bound.get("other")], params
+    if op in ("mul", "maximum", "minimum"):
+        return [x, bound.get("other")], params
+    if op == "div":
+        if bound.get("rounding_mode") is not None:
+            return None, {"reason": "div with a rounding mode"}
+        return [x, bound.get("other")], params
+    if op == "pow":
+        return [x, bound.get("exponent")], params
+    if op == "gelu":
+        params["approximate"] = bound.get("approximate", "none")
+    elif op == "clamp":
+        params["min"], params["max"] = bound.get("min"), bound.get("max")
+        if params["min"] is None and params["max"] is None:
+            return None, {"reason": "clamp without bounds"}
+    elif op == "hardtanh":
+        params["min_val"], params["max_val"] = bound.get("min_val", -1.0), bound.get("max_val", 1.0)
+    elif op == "relu6":
+        params["min_val"], params["max_val"] = 0.0, 6.0
+    elif op == "leaky_relu":
+        params["negative_slope"] = bound.get("negative_slope", 0.01)
+    elif op == "elu":
+        params["alpha"] = bound.get("alpha", 1.0)
+    elif op == "softplus":
+        params["beta"], params["threshold"] = bound.get("beta", 1.0), bound.get("threshold", 20.0)
+    elif op == "dropout":
+        training = bound.get("training", True)
+        params["p"] = bound.get("p", 0.5) if training is not False else 0.0
+    extra = [k for k in bound if k.startswith("arg")]
+    if extra:
+        return None, {"reason": f"{op} with unexpected extra arguments"}
+    return [x], params

@@ -1,0 +1,438 @@
+"""Group classified ops into fusion groups, and demote groups level by level when they fail.
+
+A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kernel):
+- elementwise: a run of elementwise ops of one output shape (other operands broadcast into it);
+- gemm: linear / matmul / bmm / addmm with the elementwise ops that follow it (epilogue);
+- softmax / layer_norm / reduction: the row op, an elementwise prologue feeding it, and an
+  elementwise epilogue after it;
+- batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue.
+Everything else stays PyTorch ('reference').
+
+Nodes are first re-scheduled so that an elementwise consumer directly follows its producer when the
+graph allows it (a pure topological re-ordering), then grouped greedily in that order. Cheap
+metadata nodes (views, size arithmetic) that do not depend on an open group are emitted before it,
+so that `x * s + bias.view(1, -1, 1, 1)` still fuses.
+
+Demotion levels (what `fix` does to a group that fails): 0 as planned; 1 split (gemm: cuBLASLt without
+fused epilogue + one epilogue kernel; elementwise: one kernel per op; row ops: separate prologue
+and epilogue kernels); 2 reference (the group's ops stay PyTorch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from codegen.frontend.ops import (
+    ATTR,
+    BATCH_NORM,
+    ELEMENTWISE,
+    GEMM,
+    INPUT,
+    LAYER_NORM,
+    OTHER,
+    OUTPUT,
+    REDUCTION,
+    SCALAR,
+    SOFTMAX,
+    VIEW,
+    Classifier,
+    OpSpec,
+)
+
+ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION)
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM) + ROW_FAMILIES
+MAX_TENSOR_OPERANDS = 8
+REFERENCE = "reference"
+LEVEL_NAMES = {0: "fused", 1: "split", 2: "reference"}
+# Complexity rank used to pick the group to demote when a failure cannot be located.
+COMPLEXITY = {GEMM: 5, BATCH_NORM: 4, LAYER_NORM: 3, SOFTMAX: 3, REDUCTION: 2, ELEMENTWISE: 1, REFERENCE: 0}
+
+
+@dataclass
+class Group:
+    """Ops that become one kernel (or a library call with its epilogue)."""
+
+    id: str
+    kind: str
+    anchor: OpSpec | None = None
+    prologue: list[OpSpec] = field(default_factory=list)
+    epilogue: list[OpSpec] = field(default_factory=list)  # for elementwise groups: the whole chain
+    absorbed: list[fx.Node] = field(default_factory=list)  # e.g. getitem(max(x, dim), 0)
+    outputs: list[fx.Node] = field(default_factory=list)
+    save_prologue: bool = False
+    reason: str = ""
+    level: int = 0
+    split_part: str = ""  # for the pieces of a split group: 'prologue', 'anchor', 'epilogue', 'op'
+
+    @property
+    def specs(self) -> list[OpSpec]:
+        return self.prologue + ([self.anchor] if self.anchor else []) + self.epilogue
+
+    @property
+    def members(self) -> list[fx.Node]:
+        return [s.node for s in self.specs] + list(self.absorbed)
+
+    @property
+    def covered(self) -> bool:
+        return self.kind != REFERENCE
+
+    @property
+    def tail(self) -> fx.Node:
+        """The node whose value is the group's main result."""
+        if self.epilogue:
+            return self.epilogue[-1].node
+        if self.absorbed:
+            return self.absorbed[-1]
+        if self.anchor is not None:
+            return self.anchor.node
+        return self.prologue[-1].node
+
+    @property
+    def base_id(self) -> str:
+        return self.id.split(".")[0]
+
+
+@dataclass
+class Step:
+    """One item of the generated forward: a group, or a single node kept as PyTorch."""
+
+    group: Group | None = None
+    spec: OpSpec | None = None
+
+
+@dataclass
+class GemmFold:
+    """Epilogue ops that cuBLASLt applies itself: alpha, bias, residual (beta=1 C), relu."""
+
+    count: int = 0
+    alpha: list[tuple[str, Any]] = field(default_factory=list)
+    bias: Any = None
+    residual: Any = None
+    relu: bool = False
+
+
+def _shape(classifier: Classifier, ref: Any) -> tuple[int, ...] | None:
+    value = classifier.value(ref)
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _is_scalar_operand(classifier: Classifier, ref: Any) -> bool:
+    if isinstance(ref, fx.Node):
+        value = classifier.value(ref)
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(ref, (int, float)) and not isinstance(ref, bool)
+
+
+def tensor_operands(classifier: Classifier, spec: OpSpec) -> list[Any]:
+    return [o for o in spec.args.get("operands", []) if isinstance(classifier.value(o), torch.Tensor)]
+
+
+def gemm_folds(classifier: Classifier, group: Group) -> GemmFold:
+    """How many leading epilogue ops of a gemm group cuBLASLt can apply exactly."""
+    fold = GemmFold()
+    anchor = group.anchor
+    if anchor is None or group.level > 0:
+        return fold
+    out_shape = _shape(classifier, anchor.node)
+    has_bias = anchor.args.get("bias") is not None
+    two_d = (
+        "weight" in anchor.args
+        or _shape(classifier, anchor.args.get("b")) is not None
+        and len(_shape(classifier, anchor.args.get("b")) or ()) == 2
+    )
+    tail = anchor.node
+    for spec in group.epilogue:
+        if len(tail.users) != 1 or spec.family != ELEMENTWISE:
+            break
+        operands = spec.args["operands"]
+        others = [o for o in operands if o is not tail]
+        if len(operands) != 2 or len(others) != 1 or tail not in operands:
+            if spec.op == "relu" and operands and operands[0] is tail and not fold.relu:
+                fold.relu = True
+                fold.count += 1
+            break
+        other = others[0]
+        first = operands[0] is tail
+        plain = spec.args["params"].get("alpha", 1) == 1
+        if (
+            spec.op in ("mul", "div")
+            and _is_scalar_operand(classifier, other)
+            and (spec.op == "mul" or first)
+        ):
+            if has_bias or fold.bias is not None or fold.residual is not None:
+                break
+            fold.alpha.append((spec.op, other))
+        elif spec.op == "add" and plain and isinstance(classifier.value(other), torch.Tensor):
+            shape = _shape(classifier, other)
+            n = out_shape[-1] if out_shape else -1
+            is_row = (
+                shape is not None and len(shape) >= 1 and shape[-1] == n and all(s == 1 for s in shape[:-1])
+            )
+            if is_row and two_d and not has_bias and fold.bias is None:
+                fold.bias = other
+            elif shape == out_shape and fold.residual is None and classifier.is_f32(other):
+                fold.residual = other
+            else:
+                break
+        else:
+            break
+        fold.count += 1
+        tail = spec.node
+    return fold
+
+
+class FusionPlanner:
+    """Schedules and groups the classified ops of one traced model."""
+
+    def __init__(self, classifier: Classifier, specs: list[OpSpec]) -> None:
+        self.classifier = classifier
+        self.specs = specs
+        self.by_node = {s.node: s for s in specs}
+        self.order = {s.node: i for i, s in enumerate(specs)}
+
+    # ---- scheduling -----------------------------------------------------------------------------
+    def _inplace_unsafe(self) -> bool:
+        """Re-ordering is only safe when every in-place op became an out-of-place elementwise op."""
+        return any(self.classifier.is_inplace_node(s.node) and s.family != ELEMENTWISE for s in self.specs)
+
+    def _pullable(self, spec: OpSpec) -> bool:
+        return spec.family in (ELEMENTWISE, VIEW, SCALAR) and not self.classifier.is_inplace_node(spec.node)
+
+    def schedule(self) -> list[OpSpec]:
+        """Topological re-order that puts each elementwise consumer right after its producer."""
+        if self._inplace_unsafe():
+            return list(self.specs)
+        placed: set[fx.Node] = set()
+        out: list[OpSpec] = []
+        for spec in self.specs:
+            if spec.node in placed:
+                continue
+            out.append(spec)
+            placed.add(spec.node)
+            current = spec.node
+            while True:
+                candidates = [
+                    u
+                    for u in current.users
+                    if u not in placed
+                    and u in self.by_node
+                    and self._pullable(self.by_node[u])
+                    and all(i in placed for i in u.all_input_nodes)
+                ]
+                if not candidates:
+                    break
+                nxt = min(candidates, key=lambda n: self.order[n])
+                out.append(self.by_node[nxt])
+                placed.add(nxt)
+                current = nxt
+        return out
+
+    # ---- grouping --------------------------------------------------------------------------------
+    def build(self) -> list[Step]:
+        steps: list[Step] = []
+        open_group: Group | None = None
+        absorbed: set[fx.Node] = set()
+
+        def close() -> None:
+            nonlocal open_group
+            if open_group is not None:
+                self._finish(open_group)
+                steps.append(Step(group=open_group))
+                open_group = None
+
+        for spec in self.schedule():
+            if spec.node in absorbed or spec.family == INPUT:
+                continue
+            if spec.family == OUTPUT:
+                close()
+                steps.append(Step(spec=spec))
+                continue
+            if open_group is not None:
+                if self._can_extend(open_group, spec):
+                    open_group.epilogue.append(spec)
+                    continue
+                merged = self._take_as_prologue(open_group, spec, steps)
+                if merged is not None:
+                    open_group = merged
+                    absorbed.update(merged.absorbed)
+                    continue
+                if spec.family in (VIEW, SCALAR, ATTR) and not self._depends_on(spec, open_group):
+                    steps.append(Step(spec=spec))
+                    continue
+                close()
+            group = self._start(spec)
+            if group is None:
+                steps.append(Step(spec=spec))
+            else:
+                open_group = group
+                absorbed.update(group.absorbed)
+        close()
+        self._number(steps)
+        return steps
+
+    def _depends_on(self, spec: OpSpec, group: Group) -> bool:
+        members = set(group.members)
+        return any(n in members for n in spec.node.all_input_nodes)
+
+    def _start(self, spec: OpSpec) -> Group | None:
+        if spec.family == ELEMENTWISE:
+            if len(tensor_operands(self.classifier, spec)) > MAX_TENSOR_OPERANDS:
+                return None
+            return Group(id="", kind=ELEMENTWISE, epilogue=[spec])
+        if spec.family in ANCHOR_FAMILIES:
+            group = Group(id="", kind=spec.family, anchor=spec)
+            if spec.family == REDUCTION and spec.args.get("with_indices"):
+                group.absorbed = [next(iter(spec.node.users))]
+            return group
+        return None
+
+    def _can_extend(self, group: Group, spec: OpSpec) -> bool:
+        if spec.family != ELEMENTWISE or group.kind == REFERENCE:
+            return False
+        tail = group.tail
+        if _shape(self.classifier, spec.node) != _shape(self.classifier, tail):
+            return False
+        members = set(group.members)
+        operand_nodes = [o for o in spec.args["operands"] if isinstance(o, fx.Node)]
+        inside = [o for o in operand_nodes if o in members]
+        if not inside:
+            return False
+        if group.kind in ROW_FAMILIES and (len(tail.users) != 1 or any(o is not tail for o in inside)):
+            return False
+        count = len({id(o) for o in self._group_tensor_operands(group)} | {id(o) for o in operand_nodes})
+        return count <= MAX_TENSOR_OPERANDS
+
+    def _group_tensor_operands(self, group: Group) -> list[Any]:
+        members = set(group.members)
+        return [o for s in group.specs for o in tensor_operands(self.classifier, s) if o not in members]
+
+    def _take_as_prologue(self, group: Group, spec: OpSpec, steps: list[Step]) -> Group | None:
+        """Fold the open elementwise chain (or a gemm's trailing epilogue) into a row op's loads."""
+        if spec.family not in ROW_FAMILIES or spec.args.get("input") is not group.tail:
+            return None
+        if _shape(self.classifier, group.tail) != _shape(self.classifier, spec.args["input"]):
+            return None
+        if group.kind == ELEMENTWISE:
+            chain = group.epilogue
+            members = set(group.members)
+            for s in chain[:-1]:
+                if any(u not in members for u in s.node.users):
+                    return None
+            merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(chain))
+            merged.save_prologue = any(u is not spec.node for u in group.tail.users)
+        elif group.kind == GEMM and len(group.tail.users) == 1:
+            fold = gemm_folds(self.classifier, group)
+            kept, stolen = group.epilogue[: fold.count], group.epilogue[fold.count :]
+            if not stolen:
+                return None
+            source = kept[-1].node if kept else group.anchor.node
+            gemm_nodes = {group.anchor.node} | {s.node for s in kept}
+            stolen_nodes = {s.node for s in stolen}
+            for s in stolen:
+                if any(n in gemm_nodes and n is not source for n in s.node.all_input_nodes):
+                    return None
+                if s is not stolen[-1] and any(u not in stolen_nodes for u in s.node.users):
+                    return None
+            group.epilogue = kept
+            self._finish(group)
+            steps.append(Step(group=group))
+            merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(stolen))
+        else:
+            return None
+        if spec.family == REDUCTION and spec.args.get("with_indices"):
+            merged.absorbed = [next(iter(spec.node.users))]
+        return merged
+
+    def _finish(self, group: Group) -> None:
+        members = set(group.members)
+        outputs = [n for n in group.members if any(u not in members for u in n.users)]
+        if group.kind in ROW_FAMILIES:
+            outputs = [
+                n for n in outputs if n is group.tail or (group.prologue and n is group.prologue[-1].node)
+            ]
+        if group.tail not in outputs:
+            outputs.append(group.tail)
+        group.outputs = outputs
+
+    def _number(self, steps: list[Step]) -> None:
+        count = 0
+        for step in steps:
+            if step.group is not None:
+                count += 1
+                step.group.id = f"g{count}"
+            elif step.spec is not None and step.spec.family == OTHER:
+                count += 1
+                group = Group(id=f"g{count}", kind=REFERENCE, epilogue=[step.spec], reason=step.spec.reason)
+                group.outputs = [step.spec.node]
+                step.group, step.spec = group, None
+
+
+def has_split_form(classifier: Classifier, group: Group) -> bool:
+    """Does demotion level 1 produce different code from level 0 for this group?"""
+    if group.kind == ELEMENTWISE:
+        return len(group.epilogue) > 1
+    if group.kind == GEMM:
+        return gemm_folds(classifier, group).count > 0 or group.anchor.args.get("bias") is not None
+    return bool(group.prologue or group.epilogue)
+
+
+def realize(steps: list[Step], levels: dict[str, int]) -> list[Step]:
+    """Apply demotion levels (by base group id) to the planned steps."""
+    out: list[Step] = []
+    for step in steps:
+        group = step.group
+        if group is None or not group.covered:
+            out.append(step)
+            continue
+        level = levels.get(group.id, 0)
+        if level <= 0:
+            out.append(step)
+        elif level >= 2:
+            for spec in group.specs:
+                ref = Group(id=group.id, kind=REFERENCE, epilogue=[spec], level=2, reason="demoted by fix")
+                ref.outputs = [spec.node]
+                out.append(Step(group=ref))
+            for node in group.absorbed:
+                out.append(Step(spec=_view_spec(node)))
+        else:
+            out.extend(Step(group=g) for g in _split(group))
+    return out
+
+
+def _view_spec(node: fx.Node) -> OpSpec:
+    return OpSpec(node, "view", VIEW, "getitem")
+
+
+def _split(group: Group) -> list[Group]:
+    """Level 1: the same ops as separate kernels."""
+    pieces: list[Group] = []
+
+    def piece(kind: str, part: str, **kw: Any) -> Group:
+        g = Group(id=f"{group.id}.{len(pieces) + 1}", kind=kind, level=1, split_part=part, **kw)
+        pieces.append(g)
+        return g
+
+    if group.kind == ELEMENTWISE:
+        for spec in group.epilogue:
+            piece(ELEMENTWISE, "op", epilogue=[spec])
+    else:
+        for spec in group.prologue:
+            piece(ELEMENTWISE, "prologue", epilogue=[spec])
+        anchor_piece = piece(group.kind, "anchor", anchor=group.anchor, absorbed=list(group.absorbed))
+        if group.kind == GEMM:
+            anchor_piece.epilogue = list(group.epilogue)  # cuBLASLt plain + one epilogue kernel
+        else:
+            for spec in group.epilogue:
+                piece(ELEMENTWISE, "epilogue", epilogue=[spec])
+    if len(pieces) == 1:
+        pieces[0].id = group.id
+    for g in pieces:
+        members = set(g.members)
+        g.outputs = [n for n in g.members if any(u not in members for u in n.users)]
+        if g.tail not in g.outputs:
+            g.outputs.append(g.tail)
+    return pieces

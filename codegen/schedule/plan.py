@@ -1,0 +1,325 @@
+"""From a Task to an analysed reference and the Plan artifact.
+
+`analyse` traces and groups the reference once (cached per source); `build_plan` turns the groups
+into the typed Plan: op records, fusion groups, one subtask per group, the host plan (buffers,
+streams, whether a CUDA graph pays) and the totals the roofline uses. When the reference cannot be
+traced, the plan is 'untraced': one reference group for the whole forward, so the program is still
+correct.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from codegen.frontend.analysis import op_info, tensor_spec
+from codegen.frontend.capture import TracedModel, TraceFailure, trace_problem
+from codegen.frontend.ops import ATTR, INPUT, OUTPUT, SCALAR, VIEW, Classifier, OpSpec
+from codegen.frontend.source import ProblemSource, parse_problem
+from codegen.schedule.fusion import (
+    BATCH_NORM,
+    ELEMENTWISE,
+    GEMM,
+    LAYER_NORM,
+    REDUCTION,
+    REFERENCE,
+    SOFTMAX,
+    FusionPlanner,
+    Group,
+    Step,
+    gemm_folds,
+)
+from graph.artifacts import FusionGroup, HostPlan, OpInfo, Plan, Profile, Subtask, Task
+
+# H200 ceilings measured on the device (docs/hardware.md).
+PEAK_BANDWIDTH = 4.3e12  # bytes/s, copy
+PEAK_GEMM_FLOPS = 51e12  # fp32 without TF32
+LAUNCH_US = 5.0  # typical launch + Python dispatch cost of one kernel, microseconds
+
+
+@dataclass
+class Analysis:
+    """The traced, classified and grouped reference (or why it could not be traced)."""
+
+    task: str
+    source: ProblemSource
+    traced: TracedModel | None = None
+    classifier: Classifier | None = None
+    specs: list[OpSpec] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    trace_error: str = ""
+    namespace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.traced is not None
+
+    @property
+    def groups(self) -> list[Group]:
+        return [s.group for s in self.steps if s.group is not None]
+
+
+_CACHE: dict[str, Analysis] = {}
+_CACHE_SIZE = 64
+_LOCK = threading.Lock()  # fx tracing patches torch.nn.Module globally: one trace at a time
+
+
+def analyse(task: Task) -> Analysis:
+    """Trace, classify and group `task`'s reference; cached by the source text."""
+    key = hashlib.sha1(f"{task.name}\n{task.source}".encode()).hexdigest()
+    with _LOCK:
+        if key not in _CACHE:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = _analyse(task)
+        return _CACHE[key]
+
+
+def _analyse(task: Task) -> Analysis:
+    source = parse_problem(task.source)
+    analysis = Analysis(task=task.name, source=source)
+    try:
+        problem, traced = trace_problem(task.source, task.name)
+        analysis.namespace = (
+            dict(vars(problem.module)) if isinstance(problem.module, types.ModuleType) else {}
+        )
+        classifier = Classifier(traced)
+        specs = classifier.classify_all()
+        steps = FusionPlanner(classifier, specs).build()
+        analysis.traced, analysis.classifier, analysis.specs, analysis.steps = (
+            traced,
+            classifier,
+            specs,
+            steps,
+        )
+    except TraceFailure as exc:
+        analysis.trace_error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - an analysis bug must still leave a correct program
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        analysis.trace_error = f"analysis failed: {type(exc).__name__}: {first}"
+        analysis.traced = analysis.classifier = None
+        analysis.specs, analysis.steps = [], []
+    return analysis
+
+
+def _group_bytes(classifier: Classifier, group: Group) -> int:
+    """External tensors read once plus outputs written once."""
+    members = set(group.members)
+    seen: set[int] = set()
+    total = 0
+    for spec in group.specs:
+        refs: list[Any] = list(spec.node.all_input_nodes)
+        refs += [v for k, v in spec.args.items() if k in ("weight", "bias") and v is not None]
+        if spec.node.op == "call_module":
+            refs += list(classifier.root.get_submodule(str(spec.node.target)).parameters(recurse=False))
+        for ref in refs:
+            if isinstance(ref, fx.Node) and ref in members:
+                continue
+            value = ref if isinstance(ref, torch.Tensor) else classifier.value(ref)
+            if isinstance(value, torch.Tensor) and id(value) not in seen:
+                seen.add(id(value))
+                total += value.numel() * value.element_size()
+    for node in group.outputs:
+        value = classifier.value(node)
+        if isinstance(value, torch.Tensor):
+            total += value.numel() * value.element_size()
+    return total
+
+
+def estimated_launches(classifier: Classifier, group: Group) -> int:
+    if group.kind == REFERENCE:
+        return len(group.specs)
+    if group.kind == GEMM:
+        return 1 + (1 if len(group.epilogue) > gemm_folds(classifier, group).count else 0)
+    if group.kind == BATCH_NORM:
+        return 4
+    return 1
+
+
+def _template(classifier: Classifier, group: Group) -> str:
+    if group.kind == GEMM:
+        fold = gemm_folds(classifier, group)
+        epi = "+ew_epilogue" if len(group.epilogue) > fold.count else ""
+        folded = fold.count > 0 or group.anchor.args.get("bias") is not None
+        return ("cublaslt_fused" if folded else "cublaslt") + epi
+    if group.kind == ELEMENTWISE:
+        return "ew_vec4"
+    if group.kind == SOFTMAX:
+        return "log_softmax_rows" if group.anchor.op == "log_softmax" else "softmax_rows"
+    if group.kind == LAYER_NORM:
+        return "layernorm_rows"
+    if group.kind == REDUCTION:
+        return "reduce_rows_or_cols"
+    if group.kind == BATCH_NORM:
+        return "bn_stats+ew"
+    return "pytorch"
+
+
+def _describe(classifier: Classifier, group: Group) -> tuple[str, str]:
+    """(subtask title, detail) saying what to write for a group."""
+    ops = [s.op for s in group.specs]
+    shape = tensor_spec(classifier.value(group.tail))
+    where = f" -> {shape.shape}" if shape else ""
+    if group.kind == REFERENCE:
+        return f"keep {ops[0]} as PyTorch", group.reason or "no template"
+    if group.kind == GEMM:
+        fold = gemm_folds(classifier, group)
+        folded = [s.op for s in group.epilogue[: fold.count]]
+        rest = [s.op for s in group.epilogue[fold.count :]]
+        detail = f"cuBLASLt fp32 GEMM (CUBLAS_COMPUTE_32F, no TF32){where}"
+        if group.anchor.args.get("bias") is not None or folded:
+            detail += f"; cuBLASLt epilogue for bias/alpha/residual/relu: {folded or ['bias']}"
+        if rest:
+            detail += f"; one fused elementwise epilogue kernel for {rest}"
+        return f"{group.anchor.op} + epilogue {[s.op for s in group.epilogue]}", detail
+    if group.kind == ELEMENTWISE:
+        return f"fused elementwise chain {ops}", f"one vectorised float4 kernel with scalar tail{where}"
+    pro = [s.op for s in group.prologue]
+    epi = [s.op for s in group.epilogue]
+    detail = f"row kernel (warp per short row, block per long row){where}"
+    if pro:
+        detail += f"; fused prologue {pro} applied on load"
+    if group.save_prologue:
+        detail += " (prologue result also stored)"
+    if epi:
+        detail += f"; fused epilogue {epi} applied on store"
+    if group.kind == BATCH_NORM:
+        detail = f"per-channel batch statistics in double, then one normalising elementwise kernel{where}"
+        if epi:
+            detail += f" with epilogue {epi}"
+    return f"{group.kind} {ops}", detail
+
+
+def build_plan(task: Task, analysis: Analysis, reference_profile: Profile | None = None) -> Plan:
+    """The typed Plan for `analysis`."""
+    if not analysis.ok:
+        group = FusionGroup(
+            id="g1",
+            kind=REFERENCE,
+            nodes=["forward"],
+            template="pytorch",
+            covered=False,
+            reason=analysis.trace_error,
+        )
+        return Plan(
+            task=task.name,
+            groups=[group],
+            subtasks=[
+                Subtask(
+                    id="s1",
+                    title="keep the whole forward as PyTorch",
+                    detail=analysis.trace_error,
+                    groups=["g1"],
+                )
+            ],
+            host=HostPlan(notes="untraced: the reference forward is copied unchanged"),
+            uncovered_ops=["forward"],
+            traced=False,
+            notes=f"torch.fx could not trace the reference: {analysis.trace_error}",
+        )
+    classifier = analysis.classifier
+    assert classifier is not None
+    groups = analysis.groups
+    covered_nodes = {s.node for g in groups if g.covered for s in g.specs}
+    ops: list[OpInfo] = []
+    metadata = 0
+    for spec in analysis.specs:
+        if spec.family in (INPUT, OUTPUT, ATTR):
+            continue
+        if spec.family in (VIEW, SCALAR):
+            metadata += 1
+            continue
+        ops.append(op_info(classifier, spec, spec.node in covered_nodes))
+    flops_by_node = {o.node: o.flops for o in ops}
+    fusion_groups: list[FusionGroup] = []
+    subtasks: list[Subtask] = []
+    covered_kinds: set[str] = set()
+    uncovered_kinds: set[str] = set()
+    launches = 0
+    for i, group in enumerate(groups, start=1):
+        (covered_kinds if group.covered else uncovered_kinds).update(s.op for s in group.specs)
+        launches += estimated_launches(classifier, group)
+        reason = group.reason if not group.covered else f"{len(group.specs)} op(s) fused"
+        fusion_groups.append(
+            FusionGroup(
+                id=group.id,
+                kind=group.kind,
+                nodes=[n.name for n in group.members],
+                template=_template(classifier, group),
+                covered=group.covered,
+                flops=sum(flops_by_node.get(s.name, 0) for s in group.specs),
+                bytes=_group_bytes(classifier, group),
+                reason=reason,
+            )
+        )
+        title, detail = _describe(classifier, group)
+        subtasks.append(Subtask(id=f"s{i}", title=f"{group.id}: {title}", detail=detail, groups=[group.id]))
+    total_flops = sum(o.flops for o in ops)
+    total_bytes = sum(g.bytes for g in fusion_groups)
+    host = _host_plan(analysis, classifier, launches, total_flops, total_bytes, reference_profile)
+    notes = [
+        f"{len(groups)} groups, ~{launches} launches per forward, {metadata} metadata-only nodes kept as PyTorch"
+    ]
+    if analysis.traced is not None and analysis.traced.concrete:
+        notes.append("traced with concrete sizes: the program is specialised to the input shapes")
+    for group in groups:
+        if not group.covered:
+            notes.append(f"{group.id} {group.specs[0].op} stays PyTorch: {group.reason}")
+    return Plan(
+        task=task.name,
+        ops=ops,
+        groups=fusion_groups,
+        subtasks=subtasks,
+        host=host,
+        total_flops=total_flops,
+        total_bytes=total_bytes,
+        covered_ops=sorted(covered_kinds),
+        uncovered_ops=sorted(uncovered_kinds - covered_kinds),
+        traced=True,
+        notes="; ".join(notes),
+    )
+
+
+def speed_of_light_ms(total_flops: int, total_bytes: int) -> float:
+    return max(total_flops / PEAK_GEMM_FLOPS, total_bytes / PEAK_BANDWIDTH) * 1e3
+
+
+def _host_plan(
+    analysis: Analysis,
+    classifier: Classifier,
+    launches: int,
+    total_flops: int,
+    total_bytes: int,
+    reference_profile: Profile | None,
+) -> HostPlan:
+    buffers: list[str] = []
+    groups = analysis.groups
+    final = set()
+    for spec in analysis.specs:
+        if spec.family == OUTPUT:
+            fx.node.map_arg(spec.node.args, lambda n: final.add(n) or n)
+    for group in groups:
+        for node in group.outputs:
+            if node in final:
+                continue
+            spec = tensor_spec(classifier.value(node))
+            if spec is not None:
+                buffers.append(f"{node.name}: {spec.shape} {spec.dtype}")
+    sol_us = speed_of_light_ms(total_flops, total_bytes) * 1e3
+    per_launch_us = sol_us / max(launches, 1)
+    launch_bound = launches >= 6 and per_launch_us < 2 * LAUNCH_US
+    if reference_profile is not None and reference_profile.kernel_count >= 6:
+        mean_kernel_us = reference_profile.device_ms * 1e3 / max(reference_profile.kernel_count, 1)
+        launch_bound = launch_bound or mean_kernel_us < 2 * LAUNCH_US
+    notes = f"speed of light {sol_us:.1f} us over ~{launches} launches ({per_launch_us:.1f} us each)"
+    if launch_bound:
+        notes += (
+            "; launch-bound: capture the forward into one CUDA graph (static input copies, cloned output)"
+        )
+    return HostPlan(buffers=buffers, streams=1, cuda_graph=launch_bound, notes=notes)

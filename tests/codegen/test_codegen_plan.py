@@ -1,0 +1,199 @@
+"""Plans of the offline policy for the suite's problem shapes (small copies in tests/fixtures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codegen.policy import OfflinePolicy
+from codegen.schedule.plan import analyse, build_plan, speed_of_light_ms
+from graph.artifacts import Plan, Profile, Task
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
+SUITE = Path(__file__).parents[2] / "evals" / "suite"
+
+
+def task_for(relative: str) -> Task:
+    path = FIXTURES / relative
+    return Task(name=path.stem, path=str(path), source=path.read_text(), level=path.parent.name)
+
+
+def plan_for(relative: str) -> Plan:
+    return OfflinePolicy().plan(task_for(relative), None)
+
+
+def kinds(plan: Plan) -> list[str]:
+    return [g.kind for g in plan.groups]
+
+
+# (fixture, expected group kinds in order, expected uncovered op kinds)
+EXPECTED = [
+    ("level1/1_ReLU.py", ["elementwise"], []),
+    ("level1/2_GELU.py", ["elementwise"], []),
+    ("level1/3_SiLU.py", ["elementwise"], []),
+    ("level1/4_Softmax.py", ["softmax"], []),
+    ("level1/5_LayerNorm.py", ["layer_norm"], []),
+    ("level1/6_Sum_last_dim.py", ["reduction"], []),
+    ("level1/7_Max_over_dim.py", ["reduction"], []),
+    ("level1/8_Square_matmul.py", ["gemm"], []),
+    ("level1/9_Conv2d.py", ["reference"], ["conv2d"]),
+    ("level1/10_MaxPool2d.py", ["reference"], ["max_pool2d"]),
+    ("level2/1_Linear_ReLU.py", ["gemm"], []),
+    ("level2/2_Linear_GELU_Scale.py", ["gemm"], []),
+    ("level2/3_Matmul_Scale_Softmax.py", ["gemm", "softmax"], []),
+    ("level2/4_Conv_BN_ReLU.py", ["reference", "batch_norm"], ["conv2d"]),
+    ("level2/5_Residual_LayerNorm.py", ["layer_norm"], []),
+    ("level2/6_Elementwise_Chain.py", ["elementwise"], []),
+    ("level2/7_Linear_Sigmoid_Sum.py", ["gemm", "reduction"], []),
+    ("level2/8_BMM_Softmax.py", ["gemm", "softmax"], []),
+    ("level3/1_MLP.py", ["gemm", "gemm", "gemm"], []),
+    (
+        "level3/2_CNN_Stage.py",
+        ["reference", "batch_norm", "reference", "batch_norm", "reference"],
+        ["conv2d", "max_pool2d"],
+    ),
+    ("level3/6_Transformer_MLP.py", ["layer_norm", "gemm", "gemm"], []),
+]
+
+
+@pytest.mark.parametrize(("fixture", "expected_kinds", "uncovered"), EXPECTED, ids=[e[0] for e in EXPECTED])
+def test_plan_groups_and_coverage(fixture: str, expected_kinds: list[str], uncovered: list[str]) -> None:
+    plan = plan_for(fixture)
+    assert plan.traced
+    assert kinds(plan) == expected_kinds
+    assert plan.uncovered_ops == uncovered
+    assert [s.groups for s in plan.subtasks] == [[g.id] for g in plan.groups]
+    for group in plan.groups:
+        assert group.covered == (group.kind != "reference")
+        assert group.template
+        if not group.covered:
+            assert group.reason, "an uncovered group says why"
+
+
+def test_matmul_flops_and_bytes() -> None:
+    plan = plan_for("level1/8_Square_matmul.py")
+    n = 256
+    (op,) = plan.ops
+    assert op.op == "matmul"
+    assert op.flops == 2 * n**3
+    assert op.bytes == 3 * n * n * 4
+    assert plan.total_flops == 2 * n**3 and plan.total_bytes == 3 * n * n * 4
+
+
+def test_linear_relu_folds_into_cublaslt_epilogue() -> None:
+    plan = plan_for("level2/1_Linear_ReLU.py")
+    (group,) = plan.groups
+    assert group.template == "cublaslt_fused" and len(group.nodes) == 2
+    assert plan.covered_ops == ["linear", "relu"]
+    assert plan.ops[0].flops == 2 * 32 * 60 * 100 + 32 * 60
+
+
+def test_gelu_needs_our_epilogue_kernel() -> None:
+    # cuBLASLt's GELU epilogue is the tanh approximation: exact GELU stays in our kernel.
+    (group,) = plan_for("level2/2_Linear_GELU_Scale.py").groups
+    assert group.template == "cublaslt_fused+ew_epilogue"
+
+
+def test_sigmoid_moves_into_the_reduction_prologue() -> None:
+    plan = plan_for("level2/7_Linear_Sigmoid_Sum.py")
+    gemm, reduction = plan.groups
+    assert gemm.nodes == ["linear"]
+    assert reduction.nodes[:2] == ["sigmoid", "sum_1"]
+
+
+def test_residual_add_becomes_layernorm_prologue() -> None:
+    (group,) = plan_for("level2/5_Residual_LayerNorm.py").groups
+    assert group.kind == "layer_norm" and group.nodes == ["add", "norm"]
+
+
+def test_resnet_block_fuses_residual_and_relu_into_batchnorm() -> None:
+    plan = plan_for("level3/3_ResNet_BasicBlock.py")
+    assert kinds(plan).count("batch_norm") == 3
+    last = plan.groups[-1]
+    assert last.kind == "batch_norm" and last.nodes == ["downsample_1", "add", "relu_1"]
+
+
+def test_attention_scale_folds_into_gemm_alpha() -> None:
+    plan = plan_for("level3/4_Attention_Block.py")
+    assert "softmax" in kinds(plan)
+    scores = next(g for g in plan.groups if "truediv" in g.nodes)
+    assert scores.kind == "gemm" and scores.template == "cublaslt_fused"
+    assert plan.uncovered_ops == ["contiguous"]
+
+
+def test_rnn_loop_traces_with_concrete_sizes() -> None:
+    plan = plan_for("level3/5_Elman_RNN.py")
+    assert plan.traced
+    assert "concrete sizes" in plan.notes
+    assert kinds(plan).count("gemm") == 12  # 6 steps x (input GEMM, hidden GEMM + add + tanh)
+    assert plan.host.cuda_graph, "many small launches: a CUDA graph pays"
+
+
+def test_untraceable_forward_gives_an_untraced_plan() -> None:
+    source = (
+        (FIXTURES / "level1/1_ReLU.py")
+        .read_text()
+        .replace("return torch.relu(x)", "return torch.relu(x) if x.sum() > 0 else x")
+    )
+    task = Task(name="data_dependent", path="<memory>", source=source)
+    plan = OfflinePolicy().plan(task, None)
+    assert not plan.traced
+    assert [g.kind for g in plan.groups] == ["reference"] and plan.uncovered_ops == ["forward"]
+    assert "could not trace" in plan.notes
+
+
+def test_reference_profile_marks_launch_bound_models() -> None:
+    task = task_for("level2/6_Elementwise_Chain.py")
+    quiet = build_plan(task, analyse(task), None)
+    busy = Profile(source="torch_profiler", device_ms=0.02, kernel_count=12, own_kernel_share=0.0)
+    assert not quiet.host.cuda_graph
+    assert build_plan(task, analyse(task), busy).host.cuda_graph
+
+
+def test_speed_of_light_uses_the_h200_ceilings() -> None:
+    assert speed_of_light_ms(51_000_000_000, 0) == pytest.approx(1.0)
+    assert speed_of_light_ms(0, 4_300_000_000) == pytest.approx(1.0)
+
+
+# The real suite (evals/suite): every problem traces, and the ops the offline templates cover are
+# covered; convolutions, pooling and stack stay PyTorch.
+SUITE_KINDS = {
+    "level1/1_ReLU": ["elementwise"],
+    "level1/2_GELU": ["elementwise"],
+    "level1/3_SiLU": ["elementwise"],
+    "level1/4_Softmax": ["softmax"],
+    "level1/5_LayerNorm": ["layer_norm"],
+    "level1/6_SumReduction": ["reduction"],
+    "level1/7_MaxReduction": ["reduction"],
+    "level1/8_Matmul": ["gemm"],
+    "level1/9_Conv2d": ["reference"],
+    "level1/10_MaxPool2d": ["reference"],
+    "level2/1_Gemm_Bias_ReLU": ["gemm"],
+    "level2/2_Gemm_GELU_Scale": ["gemm"],
+    "level2/3_Matmul_Scale_Softmax": ["gemm", "softmax"],
+    "level2/4_Conv2d_BatchNorm_ReLU": ["reference", "batch_norm"],
+    "level2/5_ResidualAdd_LayerNorm": ["layer_norm"],
+    "level2/6_Scale_Bias_Tanh_Clamp": ["elementwise"],
+    "level2/7_Gemm_Sigmoid_RowSum": ["gemm", "reduction"],
+    "level2/8_Bmm_Softmax": ["gemm", "softmax"],
+    "level3/1_MLP": ["gemm"] * 4,
+    "level3/2_CNNStage": ["reference", "batch_norm", "reference", "batch_norm", "reference"],
+    "level3/3_ResidualBlock": ["reference", "batch_norm", "reference", "batch_norm"],
+    "level3/4_AttentionBlock": ["gemm", "gemm", "gemm", "gemm", "softmax", "gemm", "gemm"],
+    "level3/5_RecurrentLoop": ["gemm"] * 256 + ["reference"],
+    "level3/6_TransformerMLP": ["layer_norm", "gemm", "gemm"],
+}
+
+
+@pytest.mark.skipif(not SUITE.is_dir(), reason="evals/suite not present")
+@pytest.mark.parametrize("name", sorted(SUITE_KINDS))
+def test_suite_problem_plans(name: str) -> None:
+    path = SUITE / f"{name}.py"
+    if not path.exists():
+        pytest.skip(f"{name} not in the suite")
+    plan = OfflinePolicy().plan(Task(name=path.stem, path=str(path), source=path.read_text()), None)
+    assert plan.traced
+    assert kinds(plan) == SUITE_KINDS[name]
+    assert set(plan.uncovered_ops) <= {"conv2d", "max_pool2d", "stack"}
+    assert plan.total_bytes > 0 and plan.total_flops > 0

@@ -1,0 +1,177 @@
+"""OfflinePolicy as graph.policy.Policy: write, fix, optimise, advise."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from codegen.policy import OfflinePolicy, options_from_meta
+from graph.artifacts import Candidate, Feedback, KernelStat, Plan, Profile, Task, TestResult
+from graph.context import Context
+from graph.policy import get_policy
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
+
+
+def task_for(relative: str) -> Task:
+    path = FIXTURES / relative
+    return Task(name=path.stem, path=str(path), source=path.read_text())
+
+
+def first_candidate(relative: str) -> tuple[OfflinePolicy, Task, Plan, Candidate]:
+    policy = OfflinePolicy(Context(policy="offline"))
+    task = task_for(relative)
+    plan = policy.plan(task, None)
+    return policy, task, plan, policy.write(task, plan, 1)
+
+
+def cuda_line_of(candidate: Candidate, needle: str) -> int:
+    """1-based line number in cuda.cu (= the CUDA_SRC literal) of the first line containing needle."""
+    literal = candidate.source.split("CUDA_SRC = r'''", 1)[1].split("'''", 1)[0]
+    return next(i for i, line in enumerate(literal.splitlines(), start=1) if needle in line)
+
+
+def test_registry_builds_the_offline_policy() -> None:
+    policy = get_policy(Context(policy="offline"))
+    assert isinstance(policy, OfflinePolicy) and policy.name == "offline"
+
+
+def test_write_records_templates_and_coverage() -> None:
+    _, _, plan, candidate = first_candidate("level2/4_Conv_BN_ReLU.py")
+    assert candidate.policy == "offline" and candidate.mode == "write" and candidate.parent is None
+    assert candidate.meta["templates"] == {"g1": "pytorch", "g2": "bn_stats+ew_epilogue"}
+    assert candidate.covered_ops == ["batch_norm", "relu"] and candidate.uncovered_ops == ["conv2d"]
+    assert "1/2 groups" in candidate.summary
+    assert options_from_meta(candidate.meta).levels == {}
+
+
+def test_build_error_demotes_the_group_that_owns_the_line() -> None:
+    policy, task, plan, candidate = first_candidate("level2/3_Matmul_Scale_Softmax.py")
+    line = cuda_line_of(candidate, "struct StitchPro_")  # inside group g2's code (softmax)
+    feedback = Feedback(
+        kind="build_error",
+        summary="nvcc failed",
+        evidence=f'/tmp/build/cuda.cu({line + 2}): error: identifier "x" is undefined',
+    )
+    fixed = policy.revise(task, plan, candidate, feedback, "fix", 2)
+    assert fixed.parent == 1 and fixed.mode == "fix"
+    assert options_from_meta(fixed.meta).levels == {"g2": 2}  # a bare softmax has no split form
+    assert fixed.meta["demotions"][0]["group"] == "g2" and "g2" in fixed.summary
+    assert fixed.meta["templates"] == {"g1": candidate.meta["templates"]["g1"], "g2": "pytorch"}
+    assert "torch.softmax(mul, dim=-1)  # g2: PyTorch" in fixed.source
+
+
+def test_cached_builder_line_labels_and_binding_errors_are_located() -> None:
+    policy, task, plan, candidate = first_candidate("level2/3_Matmul_Scale_Softmax.py")
+    line = cuda_line_of(candidate, "return stitch_softmax_run<")
+    evidence = f"cuda_sources({line}): error: no instance of function template matches"
+    fixed = policy.revise(
+        task, plan, candidate, Feedback(kind="build_error", summary="x", evidence=evidence), "fix", 2
+    )
+    assert [d["group"] for d in fixed.meta["demotions"]] == ["g2"]
+    cpp = candidate.source.split("CPP_SRC = r'''", 1)[1].split("'''", 1)[0]
+    cpp_line = next(
+        i for i, text in enumerate(cpp.splitlines(), 1) if "static void py_" in text and "gemm" in text
+    )
+    evidence = f"cpp_sources:{cpp_line}:3: error: expected ';'"
+    fixed = policy.revise(
+        task, plan, candidate, Feedback(kind="build_error", summary="x", evidence=evidence), "fix", 2
+    )
+    assert [d["group"] for d in fixed.meta["demotions"]] == ["g1"]
+
+
+def test_runtime_error_from_the_binding_names_the_group() -> None:
+    policy, task, plan, candidate = first_candidate("level2/2_Linear_GELU_Scale.py")
+    feedback = Feedback(
+        kind="runtime_error",
+        summary="RuntimeError: stitch group g1 (gemm) failed: cuBLAS status 15",
+    )
+    fixed = policy.revise(task, plan, candidate, feedback, "fix", 2)
+    assert fixed.meta["templates"]["g1"] == "cublaslt+ew_epilogue"  # fused epilogue -> separate kernel
+    again = policy.revise(task, plan, fixed, feedback, "fix", 3)
+    assert again.meta["templates"] == {"g1": "pytorch"}
+    assert "# g1: PyTorch" in again.source and "CUDA_SRC" not in again.source
+    assert len(again.meta["demotions"]) == 2
+
+
+def test_unlocated_wrong_output_turns_off_the_graph_then_demotes_the_most_complex_group() -> None:
+    policy, task, plan, candidate = first_candidate("level3/4_Attention_Block.py")
+    assert plan.host.cuda_graph and candidate.meta["options"]["cuda_graph"]
+    wrong = Feedback(kind="wrong_output", summary="max abs error 3e-2 at [0, 5, 7]")
+    first = policy.revise(task, plan, candidate, wrong, "fix", 2)
+    assert not first.meta["options"]["cuda_graph"] and first.meta["options"]["levels"] == {}
+    second = policy.revise(task, plan, first, wrong, "fix", 3)
+    (demotion,) = second.meta["demotions"]
+    assert demotion["kind"] == "gemm" and demotion["to"] == "split"
+
+
+def test_elementwise_split_gives_one_kernel_per_op() -> None:
+    policy, task, plan, candidate = first_candidate("level2/6_Elementwise_Chain.py")
+    feedback = Feedback(kind="wrong_output", summary="mismatch")
+    fixed = policy.revise(task, plan, candidate, feedback, "fix", 2)
+    assert sorted(fixed.meta["templates"]) == ["g1.1", "g1.2", "g1.3", "g1.4"]
+    assert len(re.findall(r"^struct StitchEw_", fixed.source, re.MULTILINE)) == 4
+
+
+def test_fix_of_an_all_pytorch_program_says_so() -> None:
+    policy, task, plan, candidate = first_candidate("level1/9_Conv2d.py")
+    fixed = policy.revise(task, plan, candidate, Feedback(kind="wrong_output", summary="?"), "fix", 2)
+    assert fixed.source == candidate.source and fixed.summary.startswith("no further fix")
+
+
+def test_optimize_applies_a_cuda_graph_when_launch_bound() -> None:
+    policy, task, plan, candidate = first_candidate("level2/4_Conv_BN_ReLU.py")
+    assert not candidate.meta["options"]["cuda_graph"]
+    advice = Feedback(
+        kind="optimize", summary="launch-bound", suggestions=["[cuda_graph] capture the forward"]
+    )
+    faster = policy.revise(task, plan, candidate, advice, "optimize", 2)
+    assert faster.meta["options"]["cuda_graph"] and faster.meta["optimizations"] == ["cuda_graph"]
+    assert "_StitchGraphRunner" in faster.source
+
+
+def test_optimize_unrolls_a_dominant_elementwise_kernel_then_stops() -> None:
+    policy, task, plan, candidate = first_candidate("level1/1_ReLU.py")
+    advice = Feedback(
+        kind="optimize", summary="dominant kernel", suggestions=["[ew_unroll] more bytes in flight"]
+    )
+    faster = policy.revise(task, plan, candidate, advice, "optimize", 2)
+    assert faster.meta["options"]["ew_unroll"] == 2 and "ew_unroll" in faster.meta["optimizations"]
+    assert "_stitch_stream(o0))" in faster.source and ", 2, _stitch_stream" in faster.source
+    done = policy.revise(task, plan, faster, advice, "optimize", 3)
+    assert done.summary == "no further optimisation" and done.source == faster.source
+
+
+def test_foreign_candidates_are_replaced_by_the_offline_program() -> None:
+    policy, task, plan, _ = first_candidate("level1/1_ReLU.py")
+    foreign = Candidate(id=4, source="broken", mode="write", policy="llm")
+    fixed = policy.revise(task, plan, foreign, Feedback(kind="build_error", summary="x"), "fix", 5)
+    assert (
+        fixed.parent == 4 and "ModelNew" in fixed.source and "replaced a foreign candidate" in fixed.summary
+    )
+
+
+def _profile(kernels: int, device_ms: float, top: str, share: float, own: float) -> Profile:
+    stat = KernelStat(name=top, calls=1, total_ms=device_ms * share, share=share)
+    return Profile(
+        source="torch_profiler", device_ms=device_ms, kernel_count=kernels, own_kernel_share=own, top=[stat]
+    )
+
+
+def test_advise_spots_a_launch_bound_program() -> None:
+    policy, task, plan, candidate = first_candidate("level3/1_MLP.py")
+    test = TestResult(status="passed", candidate_ms=0.09, eager_ms=0.1)
+    feedback = policy.advise(task, plan, candidate, test, _profile(12, 0.03, "sm90_xmma_gemm", 0.4, 0.9))
+    assert feedback.kind == "optimize" and feedback.summary.startswith("launch-bound")
+    assert feedback.suggestions[0].startswith("[cuda_graph]")
+    assert "speed of light" in feedback.evidence
+
+
+def test_advise_names_the_dominant_kernel_and_speed_of_light() -> None:
+    policy, task, plan, candidate = first_candidate("level1/1_ReLU.py")
+    sol_ms = plan.total_bytes / 4.3e12 * 1e3
+    test = TestResult(status="passed", candidate_ms=4 * sol_ms)
+    profile = _profile(1, 4 * sol_ms, "void stitch_ew_vec_kernel<StitchEw_abc>(...)", 1.0, 1.0)
+    feedback = policy.advise(task, plan, candidate, test, profile)
+    assert "25% of speed of light" in feedback.summary and "dominant kernel" in feedback.summary
+    assert feedback.suggestions[0].startswith("[ew_unroll]")
