@@ -215,20 +215,21 @@ def _header(analysis: Analysis, extra: str) -> list[str]:
         "",
         extra,
         '"""',
-        "from __future__ import annotations",
-        "",
+        # No `from __future__` line: KernelBench's loader puts two lines in front of the program
+        # (docs/kernelbench.md §1), so nothing here may depend on being the first statement.
         "import glob",
         "import inspect",
         "import math",
         "import operator",
         "import os",
+        "from typing import Any",
         "",
         "import torch",
         "import torch.nn as nn",
         "import torch.nn.functional as F",
         "from torch.utils.cpp_extension import load_inline",
     ]
-    lines += analysis.source.imports
+    lines += [line for line in analysis.source.imports if not line.lstrip().startswith("from __future__")]
     return lines
 
 

@@ -1,4 +1,4 @@
-"""Real builds of offline programs: nvcc (sm_90) and g++ through load_inline, then import.
+"""Real builds of offline programs: nvcc (sm_90) and g++ through load_inline, loaded as KernelBench loads them.
 
 There is no GPU here, so the kernels cannot run, but building and importing checks the CUDA code,
 the pybind11 binding, cuBLASLt linking and the program's own Python. One build per template family;
@@ -33,13 +33,17 @@ FAMILIES = {
     "gemm + exact-gelu epilogue": "level2/2_Linear_GELU_Scale.py",
     "batchnorm + residual epilogue": "level3/3_ResNet_BasicBlock.py",
 }
-# Builds and imports one program in a fresh interpreter; prints what the extension exposes.
+# Builds and loads one program in a fresh interpreter exactly as KernelBench's harness does
+# (docs/kernelbench.md §1): the reference exec'd into a dict, then the program, with two lines put
+# in front of it, exec'd into the same dict. Prints what the extension exposes.
 RUNNER = r"""
-import json, runpy, sys
-ns = runpy.run_path(sys.argv[1])
-problem = runpy.run_path(sys.argv[2])
-model = ns["ModelNew"](*problem["get_init_inputs"]())
-names = sorted(n for n in dir(ns["_ext"]) if not n.startswith("_"))
+import json, os, sys
+context = {}
+exec(compile(open(sys.argv[2]).read(), "<string>", "exec"), context)
+prefix = "import os\n" f"os.environ['TORCH_EXTENSIONS_DIR'] = {os.environ['TORCH_EXTENSIONS_DIR']!r}\n"
+exec(compile(prefix + open(sys.argv[1]).read(), "<string>", "exec"), context)
+model = context["ModelNew"](*context["get_init_inputs"]())
+names = sorted(n for n in dir(context["_ext"]) if not n.startswith("_"))
 print(json.dumps({"functions": names, "parameters": sum(p.numel() for p in model.parameters())}))
 """
 
