@@ -1,0 +1,39 @@
+"""The planning sweep over a KernelBench-layout folder: per-level counts, resumable records."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from evals import coverage_sweep
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
+
+
+def test_sweep_counts_levels_and_resumes(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "bench"
+    (root / "level1").mkdir(parents=True)
+    shutil.copy(FIXTURES / "level1" / "1_ReLU.py", root / "level1" / "1_ReLU.py")
+    conv = next((FIXTURES / "level1").glob("*Conv*.py"))
+    shutil.copy(conv, root / "level1" / f"2_{conv.stem.split('_', 1)[1]}.py")
+    (root / "level1" / "3_Broken.py").write_text("raise RuntimeError('no problem here')\n")
+    out = tmp_path / "sweep.jsonl"
+    assert coverage_sweep.main([str(root), "--out", str(out), "--levels", "level1"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["problem"] for r in records] == [
+        "level1/1_ReLU",
+        f"level1/2_{conv.stem.split('_', 1)[1]}",
+        "level1/3_Broken",
+    ]
+    assert records[0]["uncovered"] == [] and "conv2d" in records[1]["uncovered"] and "error" in records[2]
+    table = capsys.readouterr().out
+    assert "| level1 | 3 | 1 | 0 | 1 |" in table
+    # a second run reads the records instead of planning again
+    out.write_text("\n".join(json.dumps({**r, "seconds": -1.0}) for r in records) + "\n")
+    assert coverage_sweep.main([str(root), "--out", str(out), "--levels", "level1"]) == 0
+    assert len(out.read_text().splitlines()) == 3
+
+
+def test_missing_folder_is_bad_input(tmp_path: Path) -> None:
+    assert coverage_sweep.main([str(tmp_path / "nowhere")]) == 2
