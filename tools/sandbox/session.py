@@ -98,7 +98,7 @@ class Sandbox:
         if backend.name == "none":
             self.layers["namespaces"] = _layer(False, backend.why_not)
         else:
-            how = "bubblewrap: network, PID, mount, IPC, UTS" if backend.mounts else "unshare: network, PID"
+            how = "bubblewrap: network, PID, mount, IPC, UTS" if backend.mounts else "unshare: network"
             self.layers["namespaces"] = _layer(True, how)
         self.landlock_abi = landlock.abi_version()
         fs = []
@@ -106,7 +106,9 @@ class Sandbox:
             fs.append("bubblewrap mounts")
         if self.landlock_abi:
             fs.append(f"Landlock ABI {self.landlock_abi}")
-        self.layers["filesystem"] = _layer(bool(fs), " + ".join(fs) or "no bubblewrap and no Landlock on this kernel")
+        self.layers["filesystem"] = _layer(
+            bool(fs), " + ".join(fs) or "no bubblewrap and no Landlock on this kernel"
+        )
         usable, why = seccomp.available()
         notify = usable and seccomp.notify_supported()
         self.compiled = (
@@ -162,7 +164,10 @@ class Sandbox:
                 "block_tcp": self.profile == "program", "own_proc": not self.backend.pid_namespace,
             }  # fmt: skip
         if self.compiled is not None:
-            spec["seccomp"] = {"bpf": base64.b64encode(self.compiled.bpf).decode(), "listener": self.compiled.notify}
+            spec["seccomp"] = {
+                "bpf": base64.b64encode(self.compiled.bpf).decode(),
+                "listener": self.compiled.notify,
+            }
         return spec
 
     # ------------------------------------------------------------------------------------------
@@ -170,7 +175,11 @@ class Sandbox:
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The child's environment from what the caller would have passed (default: os.environ)."""
         source = dict(os.environ if base is None else base)
-        if self.off:
+        if self.off:  # the caller's environment as it is, the repository importable
+            source["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(paths.REPO_ROOT), source.get("PYTHONPATH")) if p
+            )
+            source.setdefault("TMPDIR", str(self.root))
             return source
         env = sandbox_environment(
             source,
@@ -182,7 +191,9 @@ class Sandbox:
         env[POLICY_ENV] = json.dumps(self.policy.as_dict())
         return env
 
-    def popen(self, command: Sequence[str], *, env: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[Any]:
+    def popen(
+        self, command: Sequence[str], *, env: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> subprocess.Popen[Any]:
         """subprocess.Popen of `command` inside the sandbox (kwargs as Popen's; start_new_session forced)."""
         kwargs["start_new_session"] = True
         if self.off:
@@ -192,10 +203,20 @@ class Sandbox:
         child_fd = self._child_end.fileno()
         child_env = self.env(env)
         child_env[REPORT_FD_ENV] = str(child_fd)
-        launcher = [sys.executable, "-S", "-m", "tools.sandbox.launch", json.dumps(self._spec(child_fd)), "--"]
-        prefix = namespaces.command_prefix(self.backend, self.policy, tool=self.profile == "tool", keep_caps=self.keep_caps)
+        launcher = [
+            sys.executable,
+            "-S",
+            "-m",
+            "tools.sandbox.launch",
+            json.dumps(self._spec(child_fd)),
+            "--",
+        ]
+        prefix = namespaces.command_prefix(
+            self.backend, self.policy, tool=self.profile == "tool", keep_caps=self.keep_caps
+        )
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), child_fd)
-        proc = subprocess.Popen([*prefix, *launcher, *command], env=child_env, **kwargs)
+        opener = _BubblewrapPopen if self.backend.name == "bwrap" else subprocess.Popen
+        proc = opener([*prefix, *launcher, *command], env=child_env, **kwargs)
         self._proc = proc
         self._child_end.close()
         self.supervisor = Supervisor(
@@ -230,7 +251,9 @@ class Sandbox:
         if self.off:
             return found
         if returncode is not None and returncode == -signal.SIGXFSZ:
-            found.append(Violation("file_size", "a process was killed by SIGXFSZ: it wrote past the file-size limit"))
+            found.append(
+                Violation("file_size", "a process was killed by SIGXFSZ: it wrote past the file-size limit")
+            )
         limit = self.settings.limits.file_size
         for path in _files_at_least(self.root, limit):
             found.append(Violation("file_size", f"{path} reached the file-size limit ({limit >> 20} MiB)"))
@@ -273,6 +296,24 @@ class Sandbox:
             response["status"] = "crashed"
             response["message"] = f"the sandbox stopped the run: {supervisor.killed_for}"
         return response
+
+
+class _BubblewrapPopen(subprocess.Popen):  # type: ignore[type-arg]
+    """bubblewrap exits with 128+N when its child dies of signal N: report -N, as Popen would."""
+
+    def _translate(self) -> int | None:
+        code = self.returncode
+        if code is not None and 128 < code <= 128 + 64:
+            self.returncode = code = -(code - 128)
+        return code
+
+    def poll(self) -> int | None:
+        super().poll()
+        return self._translate()
+
+    def wait(self, timeout: float | None = None) -> int:
+        super().wait(timeout)
+        return self._translate()  # type: ignore[return-value]
 
 
 def _kill_group(pid: int) -> None:

@@ -184,7 +184,10 @@ class Supervisor:
         elif kind == "launch_error":
             self.launch_error = str(message.get("message", ""))
         elif kind == "violation":
-            self.add(str(message.get("kind", "unknown")), f"{message.get('evidence', '')} (pid {message.get('pid')})")
+            self.add(
+                str(message.get("kind", "unknown")),
+                f"{message.get('evidence', '')} (pid {message.get('pid')})",
+            )
         for fd in fds:  # only the launcher's first message may carry a descriptor
             os.close(fd)
 
