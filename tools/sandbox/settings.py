@@ -43,7 +43,7 @@ def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def cache_trees(cache: Path, environ: Mapping[str, str] | None = None) -> list[Path]:
-    """A build cache and its precompiled headers (tools.build.pch_dir's rule: $STITCHCUDA_PCH_DIR,
+    """A build cache and its precompiled headers (tools.build.pch_root's rule: $STITCHCUDA_PCH_DIR,
     else `<cache>-pch` beside it): the trees a build writes besides the run's own directory."""
     env = os.environ if environ is None else environ
     pch = env.get(PCH_DIR_ENV)
