@@ -129,7 +129,9 @@ def test_required_names_every_missing_layer(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
     namespaces.detect.cache_clear()
     try:
-        with pytest.raises(SandboxError, match=r"--sandbox required, but this platform lacks: namespaces \(no bubblewrap"):
+        with pytest.raises(
+            SandboxError, match=r"--sandbox required, but this platform lacks: namespaces \(no bubblewrap"
+        ):
             Sandbox(tmp_path, SandboxSettings.resolve("required", device="cpu"))
     finally:
         namespaces.detect.cache_clear()
@@ -150,7 +152,9 @@ def test_off_is_really_off(tmp_path: Path) -> None:
 def test_a_signal_death_reads_as_the_signal_through_bubblewrap(tmp_path: Path) -> None:
     namespaces.detect.cache_clear()
     with Sandbox(tmp_path, SandboxSettings.resolve("auto", device="cpu")) as box:
-        proc = box.popen([sys.executable, "-c", "import os; os.abort()"], cwd=tmp_path, stderr=subprocess.DEVNULL)
+        proc = box.popen(
+            [sys.executable, "-c", "import os; os.abort()"], cwd=tmp_path, stderr=subprocess.DEVNULL
+        )
         assert proc.wait(timeout=60) == -signal.SIGABRT
 
 
@@ -200,3 +204,33 @@ def test_landlock_rules_carve_out_hidden_trees(tmp_path: Path) -> None:
     assert "/usr" in rules.read and str(paths.TOOLS_DIR) in rules.read
     assert not any(p.rsplit("/", 1)[-1].isdigit() for p in rules.read if p.startswith("/proc/"))
     assert "/dev" in rules.list_only and "/dev" not in rules.read
+
+
+def test_cli_required_fails_at_once_without_a_layer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graph.cli import EXIT_BAD_INPUT, main
+
+    problem = next((Path(__file__).resolve().parents[1] / "fixtures" / "problems").rglob("*.py"))
+    monkeypatch.setenv(namespaces.BWRAP_ENV, str(tmp_path / "no-bwrap"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    namespaces.detect.cache_clear()
+    try:
+        code = main(["run", str(problem), "--sandbox", "required", "--out", str(tmp_path / "out")])
+    finally:
+        namespaces.detect.cache_clear()
+    assert code == EXIT_BAD_INPUT
+    assert "--sandbox required, but this platform lacks: namespaces" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_report_names_the_layers() -> None:
+    from nodes.support.report import build_report, render_markdown
+
+    namespaces.detect.cache_clear()
+    report = build_report({"problem_name": "p"}, "failed", "test", "offline", sandbox="auto")  # type: ignore[typeddict-unknown-key]
+    assert report["sandbox"]["mode"] == "auto"
+    assert set(report["sandbox"]["layers"]) == {"environment", "limits", "namespaces", "filesystem", "network",
+                                                "syscalls", "processes"}  # fmt: skip
+    line = next(x for x in render_markdown(report).splitlines() if x.startswith("- sandbox: "))
+    assert line.startswith("- sandbox: auto; on: environment, limits")

@@ -5,7 +5,9 @@ docs/sandbox.md has the threat model and the layers. The one entry point is `San
 Standard library only (pyseccomp and bubblewrap are optional, probed at run time).
 """
 
-from tools.sandbox.session import FINDING_ID, LAYERS, Sandbox
+from tools.sandbox.session import FINDING_ID, LAYERS, Sandbox, layers_line, platform_layers
 from tools.sandbox.settings import MODES, SandboxError, SandboxSettings
 
-__all__ = ["FINDING_ID", "LAYERS", "MODES", "Sandbox", "SandboxError", "SandboxSettings"]
+__all__ = [
+    "FINDING_ID", "LAYERS", "MODES", "Sandbox", "SandboxError", "SandboxSettings", "layers_line", "platform_layers",
+]  # fmt: skip

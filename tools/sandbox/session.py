@@ -316,6 +316,32 @@ class _BubblewrapPopen(subprocess.Popen):  # type: ignore[type-arg]
         return self._translate()  # type: ignore[return-value]
 
 
+def platform_layers(mode: str | None = None) -> dict[str, Any]:
+    """{"mode", "layers"} that a run in `mode` gets on this machine (nothing is started).
+
+    Raises SandboxError for a bad mode, or for `required` where a layer is missing: the CLI calls
+    this before a run starts, so such a run fails at once with the reason.
+    """
+    import tempfile
+
+    settings = SandboxSettings.resolve(mode)
+    with tempfile.TemporaryDirectory(prefix="stitch-sandbox-probe-") as root:
+        box = Sandbox(root, settings)
+        return {"mode": settings.mode, "layers": box.layers}
+
+
+def layers_line(record: dict[str, Any] | None) -> str:
+    """One line for reports: the mode, the layers that are on, and those that are off and why."""
+    if not record:
+        return "-"
+    layers = record.get("layers") or {}
+    on = [name for name, layer in layers.items() if layer.get("on")]
+    off = [f"{name} ({layer.get('how')})" for name, layer in layers.items() if not layer.get("on")]
+    return f"{record.get('mode')}; on: {', '.join(on) or 'none'}" + (
+        f"; off: {'; '.join(off)}" if off else ""
+    )
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
