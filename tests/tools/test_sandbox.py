@@ -234,3 +234,20 @@ def test_the_report_names_the_layers() -> None:
                                                 "syscalls", "processes"}  # fmt: skip
     line = next(x for x in render_markdown(report).splitlines() if x.startswith("- sandbox: "))
     assert line.startswith("- sandbox: auto; on: environment, limits")
+
+
+@pytest.mark.skipif(not namespaces.find_bwrap(), reason="needs bubblewrap")
+def test_a_profiler_gets_a_private_tmp_not_the_hosts(tmp_path: Path) -> None:
+    namespaces.detect.cache_clear()
+    root = tmp_path / "run"
+    root.mkdir()
+    marker = f"/tmp/stitch-private-{os.getpid()}"
+    code = f"open({marker!r}, 'w').write('x'); open('inside.txt', 'w').write('y'); print('ok')"
+    with Sandbox(root, SandboxSettings.resolve("auto", device="cpu"), profile="tool") as box:
+        proc = box.popen(
+            [sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        out, err = proc.communicate(timeout=60)
+    assert out.strip() == b"ok", err.decode()
+    assert not os.path.exists(marker) and (root / "inside.txt").read_text() == "y"
+    assert not box.annotate({}).get("findings")

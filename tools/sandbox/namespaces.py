@@ -104,8 +104,14 @@ def unshare_flags() -> list[str]:
     return [*user, "--net"]
 
 
-def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_caps: list[str]) -> list[str]:
-    """bubblewrap's command line for one policy. tool: a profiler runs in there (a private writable /tmp)."""
+def private_trees(tool: bool) -> tuple[str, ...]:
+    """Trees bubblewrap mounts as its own size-capped tmpfs: /dev/shm, and /tmp under a profiler
+    (Nsight keeps locks and scratch files there whatever TMPDIR says)."""
+    return ("/dev/shm", "/tmp") if tool else ("/dev/shm",)
+
+
+def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, keep_caps: list[str]) -> list[str]:
+    """bubblewrap's command line for one policy (its private trees become fresh tmpfs mounts)."""
     args = [backend.path, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
             "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]  # fmt: skip
@@ -116,9 +122,10 @@ def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_c
     for device in policy.devices:
         if device.startswith("/dev/nvidia") or device == "/dev/dxg":
             args += ["--dev-bind", device, device]
-    hidden = [h for h in policy.hidden if os.path.isdir(h) and not os.path.islink(h)]
-    if tool:
-        hidden = [h for h in hidden if h != "/tmp"]
+    hidden = [
+        h for h in policy.hidden if os.path.isdir(h) and not os.path.islink(h) and h not in policy.private
+    ]
+    if "/tmp" in policy.private:
         args += ["--size", str(TOOL_TMP_BYTES), "--tmpfs", "/tmp"]
     for tree in hidden:
         args += ["--tmpfs", tree]
@@ -134,12 +141,10 @@ def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_c
     return [*args, "--"]
 
 
-def command_prefix(
-    backend: Backend, policy: FilesystemPolicy, *, tool: bool, keep_caps: list[str]
-) -> list[str]:
+def command_prefix(backend: Backend, policy: FilesystemPolicy, *, keep_caps: list[str]) -> list[str]:
     """What goes before the launcher's command line for this backend."""
     if backend.name == "bwrap":
-        return bwrap_args(backend, policy, tool=tool, keep_caps=keep_caps)
+        return bwrap_args(backend, policy, keep_caps=keep_caps)
     if backend.name == "unshare":
         return [backend.path, *unshare_flags(), "--"]
     return []

@@ -37,16 +37,21 @@ DRIVER_SOCKETS = ("/run/nvidia-persistenced", "/var/run/nvidia-persistenced", "/
 
 @dataclass(frozen=True)
 class FilesystemPolicy:
-    """Trees as absolute paths; `read` and `write` are allowed inside `hidden` too (they win)."""
+    """Trees as absolute paths; `read` and `write` are allowed inside `hidden` too (they win).
+
+    private: trees the sandbox replaces with its own small tmpfs (bubblewrap's /dev/shm, and /tmp
+    under a profiler): writable there, never the host's.
+    """
 
     hidden: tuple[str, ...]
     hidden_files: tuple[str, ...]
     read: tuple[str, ...]
     write: tuple[str, ...]
     devices: tuple[str, ...]
+    private: tuple[str, ...] = ()
 
     def may_write(self, path: str) -> bool:
-        return under_any(path, self.write) or path in self.devices
+        return under_any(path, self.write) or under_any(path, self.private) or path in self.devices
 
     def may_read(self, path: str) -> bool:
         """False only inside a hidden tree or file that no allowed tree reopens (reads elsewhere pass)."""
@@ -55,13 +60,14 @@ class FilesystemPolicy:
         return not (under_any(path, self.hidden) or path in self.hidden_files)
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {k: list(getattr(self, k)) for k in ("hidden", "hidden_files", "read", "write", "devices")}
+        return {k: list(getattr(self, k)) for k in POLICY_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, list[str]]) -> FilesystemPolicy:
-        return cls(
-            **{k: tuple(data.get(k, ())) for k in ("hidden", "hidden_files", "read", "write", "devices")}
-        )
+        return cls(**{k: tuple(data.get(k, ())) for k in POLICY_FIELDS})
+
+
+POLICY_FIELDS = ("hidden", "hidden_files", "read", "write", "devices", "private")
 
 
 def under_any(path: str, trees: tuple[str, ...]) -> bool:
@@ -123,9 +129,14 @@ def _outermost(paths: object) -> list[str]:
 
 
 def build_policy(
-    writable: list[Path], *, extra_read: tuple[str, ...] = (), extra_write: tuple[str, ...] = ()
+    writable: list[Path],
+    *,
+    extra_read: tuple[str, ...] = (),
+    extra_write: tuple[str, ...] = (),
+    private: tuple[str, ...] = (),
 ) -> FilesystemPolicy:
-    """The policy of one run: its writable trees (its own directory, the cache) plus the user's extras."""
+    """The policy of one run: its writable trees (its own directory, the cache) plus the user's extras;
+    private: trees the namespace layer replaces with its own tmpfs (see FilesystemPolicy)."""
     write = _outermost([*(str(w.resolve()) for w in writable), *extra_write])
     hidden = _outermost([*HIDDEN_SYSTEM, *home_dirs(), str(REPO_ROOT)])
     hidden_files = [f"/etc/{name}" for name in PRIVATE_ETC] + [f"/etc/{t}" for t in PRIVATE_ETC_TREES]
@@ -137,6 +148,7 @@ def build_policy(
         read=tuple(_outermost(p for p in read if os.path.exists(p))),
         write=tuple(write),
         devices=tuple([*(d for d in DEVICES if os.path.exists(d)), *gpu_devices()]),
+        private=private,
     )
 
 
@@ -169,7 +181,7 @@ def landlock_rules(policy: FilesystemPolicy, carve_proc: bool) -> LandlockRules:
     return LandlockRules(
         read=_outermost(readable),
         list_only=["/dev", str(REPO_ROOT)],  # the import system lists the repository to find tools/
-        write=list(policy.write),
+        write=[*policy.write, *policy.private],
         devices=list(policy.devices),
     )
 

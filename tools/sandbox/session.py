@@ -81,10 +81,12 @@ class Sandbox:
         write.insert(0, self.root)
         self.backend = namespaces.detect()
         tool = profile == "tool"
-        if tool and self.backend.mounts:
-            write.append(Path("/tmp"))  # bubblewrap's private tmpfs, not the host's
+        private = namespaces.private_trees(tool) if self.backend.mounts else ()
         self.policy = paths.build_policy(
-            write, extra_read=(*settings.extra_read, *readable), extra_write=settings.extra_write
+            write,
+            extra_read=(*settings.extra_read, *readable),
+            extra_write=settings.extra_write,
+            private=private,
         )
         self.keep_caps = list(keep_caps) if os.geteuid() == 0 else []
         self._plan_layers(tool)
@@ -211,9 +213,7 @@ class Sandbox:
             json.dumps(self._spec(child_fd)),
             "--",
         ]
-        prefix = namespaces.command_prefix(
-            self.backend, self.policy, tool=self.profile == "tool", keep_caps=self.keep_caps
-        )
+        prefix = namespaces.command_prefix(self.backend, self.policy, keep_caps=self.keep_caps)
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), child_fd)
         opener = _BubblewrapPopen if self.backend.name == "bwrap" else subprocess.Popen
         proc = opener([*prefix, *launcher, *command], env=child_env, **kwargs)
