@@ -438,7 +438,7 @@ def measure_baselines(
     }
     settings = SandboxSettings.resolve(sandbox, device=device, timeout_s=timeout_s)
     with tempfile.TemporaryDirectory(prefix="stitch-baselines-") as tmp:
-        with Sandbox(tmp, settings, caches=[request["cache_dir"]]) as box:
+        with Sandbox(tmp, settings, caches=[str(request["cache_dir"])]) as box:
             answer = _measure_in(Path(tmp), request, timeout_s, python, box)
         return box.annotate(answer)
 

