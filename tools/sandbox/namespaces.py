@@ -133,7 +133,7 @@ def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, keep_caps: list[st
     for item in policy.hidden_files:
         args += ["--tmpfs", item] if os.path.isdir(item) else ["--ro-bind", "/dev/null", item]
     for tree in policy.read:
-        if under_any(tree, tuple(hidden)):
+        if under_any(tree, (*hidden, *policy.private)):
             args += ["--ro-bind", tree, tree]
     for tree in policy.write:
         args += ["--bind", tree, tree]
