@@ -206,6 +206,8 @@ class Supervisor:
             family, kind = note.args[0] & 0xFFFFFFFF, note.args[1] & 0xF
             self.add("network", f"socket({_family(family)}, {_socket_type(kind)}) refused to {who}")
             seccomp.answer(self.listener, note, error=errno.EACCES)
+        elif name in ("fork", "vfork", "clone") and self.killed_for:
+            seccomp.answer(self.listener, note, error=errno.EAGAIN)  # the run is being stopped
         elif name in ("fork", "vfork", "clone"):
             sid = _session(note.pid)
             live = processes_in_session(sid) if sid is not None else 0
