@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from support.llm_stub_server import Reply, StubServer
 from support.scripted_policy import CORRECT_CPP
@@ -56,7 +57,7 @@ def test_the_issue20_program_steals_nothing_and_is_never_verified(
                 max_iterations=1, sandbox="required",
             )  # fmt: skip
             app = builder.compile(checkpointer=InMemorySaver())
-            config = {"configurable": {"thread_id": "issue20"}, "recursion_limit": 30}
+            config: RunnableConfig = {"configurable": {"thread_id": "issue20"}, "recursion_limit": 30}
             app.invoke(
                 {"problem_path": str(FIXTURES / "problems" / "scale_relu.py")}, config, context=context
             )

@@ -86,12 +86,16 @@ def python_roots() -> list[str]:
     """The interpreter, its standard library and every site directory, symlinks resolved too."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
     roots.update(site.getsitepackages())
+    # Packages installed beside the environment and named by PYTHONPATH (a --target folder); not the
+    # repository itself, of which only tools/ is readable.
+    roots.update(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     user_site = site.getusersitepackages()
     if os.path.isdir(user_site):
         roots.add(user_site)
     roots.update(os.path.realpath(r) for r in list(roots))
     roots.add(os.path.dirname(os.path.realpath(sys.executable)))
-    return _outermost(r for r in roots if os.path.exists(r))
+    repo = str(REPO_ROOT)
+    return _outermost(r for r in roots if os.path.isdir(r) and r != repo and not repo.startswith(r + "/"))
 
 
 TOOL_VARIABLES = ("CC", "CXX", "PYTORCH_NVCC", "STITCHCUDA_NSYS", "STITCHCUDA_NCU")
