@@ -58,9 +58,8 @@ def test_the_issue20_program_steals_nothing_and_is_never_verified(
             )  # fmt: skip
             app = builder.compile(checkpointer=InMemorySaver())
             config: RunnableConfig = {"configurable": {"thread_id": "issue20"}, "recursion_limit": 30}
-            app.invoke(
-                {"problem_path": str(FIXTURES / "problems" / "scale_relu.py")}, config, context=context
-            )
+            problem = {"problem_path": str(FIXTURES / "problems" / "scale_relu.py")}
+            app.invoke(problem, config, context=context)  # type: ignore[call-overload]  # builder's context type
             state = app.get_state(config).values
     finally:
         listener.close()
