@@ -46,8 +46,37 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=defaults.device, choices=["cuda", "cpu"], help=argparse.SUPPRESS)
     p.add_argument("--perf-trials", type=int, default=defaults.perf_trials, help="timed calls per program")
     p.add_argument("--quiet", action="store_true", help="print only the final line")
+    _add_sandbox_flag(p, defaults.sandbox)
     _add_tracing_flags(p)
     p.set_defaults(func=cmd_run)
+
+
+def _add_sandbox_flag(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument(
+        "--sandbox",
+        default=default,
+        choices=["auto", "required", "off"],
+        help="where generated and reference code runs (docs/sandbox.md): auto (default: the strongest layers "
+        "this machine allows), required (fail when one is missing), off (debugging only)",
+    )
+
+
+def _use_sandbox(mode: str | None) -> bool:
+    """Check the mode against this machine and hand it to every child (baselines, profilers); False
+    (after saying why) when `required` meets a missing layer."""
+    import os
+
+    from tools.sandbox import SandboxError, platform_layers
+
+    if mode is None:
+        return True
+    try:
+        platform_layers(mode)
+    except SandboxError as exc:
+        print(f"stitchcuda: {exc}", file=sys.stderr)
+        return False
+    os.environ["STITCHCUDA_SANDBOX"] = mode
+    return True
 
 
 def _add_tracing_flags(p: argparse.ArgumentParser) -> None:
@@ -102,6 +131,7 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
         help="comma list of eager and torch.compile modes to time",
     )
     p.add_argument("--baseline-timeout", type=float, default=1800.0, help="seconds per problem's baselines")
+    _add_sandbox_flag(p, None)
     # A JSON list that replaces `python -m graph.cli` for each problem's run (the tests' scripted policy).
     p.add_argument("--run-command", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_eval, run_args=[])
@@ -144,6 +174,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.policy:
         run_args += ["--policy", args.policy]
+    if not _use_sandbox(args.sandbox):
+        return EXIT_BAD_INPUT
+    if args.sandbox:
+        run_args += ["--sandbox", args.sandbox]
     try:
         baseline = baseline_config(args.baselines, args.baseline_modes, args.baseline_timeout, run_args)
         cli = tuple(json.loads(args.run_command)) if args.run_command else DEFAULT_CLI
@@ -374,9 +408,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from graph.context import Context
     from graph.policy import UnknownPolicyError, get_policy
 
+    if not _use_sandbox(args.sandbox):
+        return EXIT_BAD_INPUT
     out = Path(args.out or Path("stitchcuda-out") / info.name)
     out.mkdir(parents=True, exist_ok=True)
     context = Context(
+        sandbox=args.sandbox,
         policy=args.policy,
         max_iterations=args.max_iterations,
         wall_time_s=args.wall_time,

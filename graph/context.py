@@ -76,6 +76,14 @@ class Context:
             "False draws them on the CPU as KernelBench does."
         },
     )
+    sandbox: Literal["auto", "required", "off"] = field(
+        default_factory=lambda: _env("STITCHCUDA_SANDBOX", "auto"),  # type: ignore[arg-type,return-value]
+        metadata={
+            "description": "Where generated and reference code runs (docs/sandbox.md): 'auto' (default: the "
+            "strongest layers this machine allows, recorded in the report), 'required' (fail when one is "
+            "missing) or 'off' (no sandbox, for debugging only)."
+        },
+    )
     out_dir: str = field(
         default="",
         metadata={"description": "Where finalize writes solution.py and the reports; empty: write nothing."},

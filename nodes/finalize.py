@@ -65,7 +65,7 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Close the run; the best verified candidate is what the run returns."""
     context = runtime.context
     status, reason = outcome(state, context)
-    report = build_report(state, status, reason, context.policy)
+    report = build_report(state, status, reason, context.policy, sandbox=context.sandbox)
     if context.out_dir:
         write_outputs(context.out_dir, state, report)
     return {

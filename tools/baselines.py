@@ -13,7 +13,8 @@ so torch.compile builds inference graphs. Compilation is kept out of the numbers
 first runs COMPILE_WARMUP untimed calls (compiling, autotuning, recording CUDA graphs), then the usual
 warm-ups and timed calls, with `torch._dynamo.reset()` between modes so no mode reuses another's graphs. Like the worker it runs
 in its own process (`measure_baselines` starts it, with a time limit, and kills its process group
-when the limit runs out), holds the device lock only while measuring, and speaks JSON.
+when the limit runs out) inside the sandbox (tools.sandbox, as the candidate: the reference is code
+the user downloaded), holds the device lock only while measuring, and speaks JSON.
 
 Results are cached in `<build cache>/baselines.json`, keyed by (device name, torch version,
 sha256 of the problem source, mode, timing method); the timing method names the timing code's
@@ -47,6 +48,7 @@ from tools.build import default_cache_dir
 from tools.evaluate import read_json, wait_then_kill_group
 from tools.problem import ProblemError, exec_problem_source
 from tools.protocol import json_safe
+from tools.sandbox import Sandbox, SandboxSettings
 from tools.worker import correctness, gpu_lock, timing
 
 MODES: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
@@ -409,11 +411,14 @@ def measure_baselines(
     refresh: bool = False,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     python: str = sys.executable,
+    sandbox: str | None = None,
 ) -> dict[str, Any]:
-    """Baselines of one problem, measured in a fresh process under a time limit (never raises).
+    """Baselines of one problem, measured in a fresh sandboxed process under a time limit.
 
     On a timeout or a crash the answer has status "timeout"/"crashed" and keeps the modes the
-    child finished (they are in the cache as well).
+    child finished (they are in the cache as well). Never raises for the reference's sake;
+    sandbox (auto, required, off; default $STITCHCUDA_SANDBOX) raises SandboxError for `required`
+    on a platform that lacks a layer.
     """
     request = {
         "problem_name": problem_name,
@@ -431,16 +436,18 @@ def measure_baselines(
         "timeout_s": timeout_s,
         "deadline": time.time() + timeout_s,
     }
+    settings = SandboxSettings.resolve(sandbox, device=device, timeout_s=timeout_s)
     with tempfile.TemporaryDirectory(prefix="stitch-baselines-") as tmp:
-        return _measure_in(Path(tmp), request, timeout_s, python)
+        with Sandbox(tmp, settings, caches=[str(request["cache_dir"])]) as box:
+            answer = _measure_in(Path(tmp), request, timeout_s, python, box)
+        return box.annotate(answer)
 
 
-def _measure_in(tmp: Path, request: dict[str, Any], limit: float, python: str) -> dict[str, Any]:
+def _measure_in(
+    tmp: Path, request: dict[str, Any], limit: float, python: str, box: Sandbox
+) -> dict[str, Any]:
     req, resp, prog, log = (tmp / n for n in ("request.json", "response.json", "progress.json", "log.txt"))
     req.write_text(json.dumps(request))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["TMPDIR"] = str(tmp)
     cmd = [
         python,
         "-m",
@@ -455,15 +462,7 @@ def _measure_in(tmp: Path, request: dict[str, Any], limit: float, python: str) -
     started = time.monotonic()
     with open(log, "wb") as out:
         try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
+            proc = box.popen(cmd, cwd=tmp, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         except OSError as exc:
             return {"status": "crashed", "message": f"cannot start {python}: {exc}", "baselines": {}}
         timed_out = wait_then_kill_group(proc, limit)

@@ -3,7 +3,8 @@
 Why: the graph must survive whatever a candidate does. The worker runs as `python -m tools.worker`
 in a new session (its own process group, so the compiler and anything the candidate spawns die with
 it), with a private temp directory as TMPDIR and TORCH_EXTENSIONS_DIR, and under a wall-time
-limit. Its stdout and stderr are drained by a thread into a capped log (the head on disk, the tail
+limit, inside the sandbox (tools.sandbox: an allowlisted environment, no network, a filesystem
+policy, rlimits; what it refuses comes back as `sandbox_violation` findings). Its stdout and stderr are drained by a thread into a capped log (the head on disk, the tail
 in memory), so a candidate printing in a loop costs neither memory nor disk. Candidate failures of
 every kind come back as a status; `evaluate` itself never raises for them. Standard library only.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.protocol import EvalRequest, EvalResponse
+from tools.sandbox import Sandbox, SandboxSettings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TIMEOUT_S = 600.0
@@ -124,7 +126,6 @@ def _worker_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["TMPDIR"] = str(tmp)
     env["TORCH_EXTENSIONS_DIR"] = str(tmp / "torch_extensions")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONFAULTHANDLER"] = "1"  # a segfault leaves a Python traceback in the log
     env["PYTHONUNBUFFERED"] = "1"  # prints reach the log even when the worker is killed
     return env
@@ -136,25 +137,32 @@ def evaluate(
     *,
     python: str = sys.executable,
     log_path: str | os.PathLike[str] | None = None,
+    sandbox: str | None = None,
 ) -> EvalResponse:
     """Run the worker on `request` and return its response (status timeout or crashed if it had none).
 
     timeout_s: wall-time limit for the whole worker run, start-up and build included (default:
     request["timeout_s"], else 600). log_path: keep the worker's capped output log there.
+    sandbox: auto, required or off (default $STITCHCUDA_SANDBOX, else auto); raises SandboxError
+    when `required` meets a platform without every layer.
     """
     limit = float(timeout_s if timeout_s is not None else request.get("timeout_s", DEFAULT_TIMEOUT_S))
     request = EvalRequest(**request)
     request["timeout_s"] = limit
     request["deadline"] = time.time() + limit  # the worker budgets its timing loop against it
+    settings = SandboxSettings.resolve(sandbox, device=request.get("device", "cuda"), timeout_s=limit)
     tmp = Path(tempfile.mkdtemp(prefix="stitch-eval-"))
     try:
-        return _evaluate_in(tmp, request, limit, python, Path(log_path) if log_path else None)
+        box = Sandbox(tmp, settings, caches=[request["cache_dir"]] if request.get("cache_dir") else [])
+        with box:
+            response = _evaluate_in(tmp, request, limit, python, Path(log_path) if log_path else None, box)
+        return box.annotate(response)  # type: ignore[arg-type,return-value]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _evaluate_in(
-    tmp: Path, request: EvalRequest, limit: float, python: str, keep_log: Path | None
+    tmp: Path, request: EvalRequest, limit: float, python: str, keep_log: Path | None, box: Sandbox
 ) -> EvalResponse:
     request_path, response_path, progress_path = (
         tmp / "request.json",
@@ -178,14 +186,13 @@ def _evaluate_in(
     ]
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
+        proc = box.popen(
             command,
             cwd=work,
             env=_worker_env(work),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
     except OSError as exc:
         log.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.state import State
+from tools.sandbox import SandboxError, layers_line, platform_layers
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:
@@ -27,8 +28,17 @@ def _profile_fields(profile: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: profile.get(k) for k in PROFILE_FIELDS} if profile else None
 
 
-def build_report(state: State, status: str, reason: str, policy: str) -> dict[str, Any]:
-    """Everything a reader needs about the run, as plain data."""
+def _sandbox(mode: str) -> dict[str, Any]:
+    try:
+        return platform_layers(mode)
+    except SandboxError as exc:
+        return {"mode": mode, "error": str(exc), "layers": {}}
+
+
+def build_report(
+    state: State, status: str, reason: str, policy: str, sandbox: str = "auto"
+) -> dict[str, Any]:
+    """Everything a reader needs about the run, as plain data (sandbox: the run's mode; its layers here)."""
     best = state.get("best") or {}
     best_test = best.get("test") or {}
     best_build = best.get("build") or state.get("build") or {}
@@ -64,6 +74,7 @@ def build_report(state: State, status: str, reason: str, policy: str) -> dict[st
         if best_test
         else None,
         "attempts": state.get("history", []),
+        "sandbox": _sandbox(sandbox),
     }
 
 
@@ -80,6 +91,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- custom kernels for: {', '.join(report['covered_ops']) or 'none'}",
         f"- left to PyTorch: {', '.join(report['uncovered_ops']) or 'none'}",
         f"- hack check: {_hack_line(report.get('hack_check'))}",
+        f"- sandbox: {layers_line(report.get('sandbox'))}",
         "",
         "## Fusion groups",
         "",

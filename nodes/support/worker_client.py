@@ -46,7 +46,7 @@ def run_worker(request: EvalRequest, context: Context) -> EvalResponse:
     """Run the worker in its own process; candidate failures come back as statuses, never raise."""
     from tools.evaluate import evaluate  # imported late: keeps `import graph.build` light
 
-    return evaluate(request, timeout_s=context.eval_timeout_s)
+    return evaluate(request, timeout_s=context.eval_timeout_s, sandbox=context.sandbox)
 
 
 def to_build_result(response: EvalResponse) -> BuildResult:

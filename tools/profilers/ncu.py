@@ -623,6 +623,8 @@ def profile_kernels(
                 cwd=directory,
                 env=driver_env(directory),
                 log_path=directory / f"ncu-{target}.log",
+                sandbox="ncu",
+                cache_dir=cache_dir,
             )
             result.seconds += run.seconds
             named = set(_BAD_METRIC.findall(run.output))
@@ -638,6 +640,9 @@ def profile_kernels(
             return result
         if meta.get("status") == "no_gpu":
             result.status, result.reason = "no_gpu", "no CUDA device"
+            return result
+        if run.findings:
+            result.reason = "the sandbox refused: " + "; ".join(f["evidence"] for f in run.findings)
             return result
         if meta and meta.get("status") != "ok":
             result.reason = f"the profiled program failed: {meta.get('status')}: {meta.get('message', '')}"

@@ -459,6 +459,8 @@ def profile_system(
             cwd=directory,
             env=driver_env(directory),
             log_path=directory / f"nsys-{target}.log",
+            sandbox="nsys",
+            cache_dir=cache_dir,
         )
         meta = read_meta(files.meta)
         if meta.get("status") == "no_gpu":

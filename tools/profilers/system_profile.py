@@ -16,6 +16,7 @@ library only (the profiled program runs in a child process, which imports torch)
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.evaluate import wait_then_kill_group
+from tools.sandbox import Sandbox, SandboxSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RANGE_PREFIX = "stitch:"  # the driver's NVTX / record_function range is f"stitch:{target}"
@@ -380,10 +382,20 @@ class ToolRun:
     output: str
     seconds: float
     timed_out: bool = False
+    findings: list[dict[str, str]] = field(default_factory=list)  # sandbox_violation, when sandboxed
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and not self.findings
+
+
+# Who runs the candidate or reference code under run_tool(sandbox=...): the driver itself, or a
+# profiler (loopback TCP and tracing inside the sandbox; ncu's counters need CAP_SYS_ADMIN as root).
+SANDBOX_PROFILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "driver": ("program", ()),
+    "nsys": ("tool", ()),
+    "ncu": ("tool", ("CAP_SYS_ADMIN",)),
+}
 
 
 def run_tool(
@@ -394,11 +406,14 @@ def run_tool(
     env: dict[str, str] | None = None,
     log_path: str | os.PathLike[str] | None = None,
     tail_chars: int = 20000,
+    sandbox: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> ToolRun:
     """Run `command` in its own process group with a wall-time limit; never raises for the child's sake.
 
     Output goes to a file (no pipe can fill up); on timeout the whole group is killed, so a hung
-    profiled program dies with its profiler.
+    profiled program dies with its profiler. sandbox: a SANDBOX_PROFILES name when the command runs
+    candidate or reference code (the sandbox's root is `cwd`; cache_dir the build cache it uses).
     """
     started = time.monotonic()
     owned = log_path is None
@@ -406,33 +421,50 @@ def run_tool(
         handle, name = tempfile.mkstemp(prefix="stitch-tool-", suffix=".log")
         os.close(handle)
         log_path = name
+    box = _sandbox_for(sandbox, command, cwd, cache_dir, timeout_s)
     try:
-        with open(log_path, "wb") as out:
+        with open(log_path, "wb") as out, box or contextlib.nullcontext():
             try:
-                proc = subprocess.Popen(
-                    list(command),
-                    cwd=cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+                popen = box.popen if box else functools.partial(subprocess.Popen, start_new_session=True)
+                proc = popen(list(command), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT)  # fmt: skip
             except OSError as exc:
                 return ToolRun(list(command), None, f"cannot start {command[0]}: {exc}", 0.0)
             timed_out = wait_then_kill_group(proc, timeout_s)
         text = Path(log_path).read_bytes()[-tail_chars:].decode(errors="replace")
-        return ToolRun(list(command), proc.returncode, text, round(time.monotonic() - started, 3), timed_out)
+        findings = box.annotate({}).get("findings", []) if box else []
+        seconds = round(time.monotonic() - started, 3)
+        return ToolRun(list(command), proc.returncode, text, seconds, timed_out, findings)
     finally:
         if owned:
             with contextlib.suppress(OSError):
                 os.unlink(log_path)
 
 
+def _sandbox_for(
+    profile: str | None,
+    command: Sequence[str],
+    cwd: str | os.PathLike[str] | None,
+    cache_dir: str | os.PathLike[str] | None,
+    timeout_s: float,
+) -> Sandbox | None:
+    if profile is None:
+        return None
+    kind, caps = SANDBOX_PROFILES[profile]
+    tool_home = os.path.dirname(os.path.dirname(os.path.realpath(shutil.which(command[0]) or command[0])))
+    return Sandbox(
+        cwd or os.getcwd(),
+        SandboxSettings.resolve(timeout_s=timeout_s),
+        profile=kind,
+        caches=[cache_dir] if cache_dir else [],
+        readable=[tool_home] if kind == "tool" else [],
+        keep_caps=caps,
+    )
+
+
 def driver_env(workdir: str | os.PathLike[str], extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of the profiled driver: the repo importable, a private TMPDIR, unbuffered output."""
+    """The environment of the profiled driver (the sandbox filters it): a private TMPDIR, unbuffered output."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env["TMPDIR"] = str(workdir)
     env["TORCH_EXTENSIONS_DIR"] = str(Path(workdir) / "torch_extensions")
     env["PYTHONUNBUFFERED"] = "1"
@@ -502,6 +534,8 @@ def meta_failure(meta: dict[str, Any], run: ToolRun) -> str | None:
     """Why the driver run failed, or None when it profiled what it was asked to."""
     if run.timed_out:
         return f"timed out after {run.seconds:.0f} s"
+    if run.findings:
+        return "the sandbox refused: " + "; ".join(f["evidence"] for f in run.findings)
     if not meta:
         tail = [line for line in run.output.splitlines() if line.strip()][-6:]
         return f"the profiled program wrote no answer (exit code {run.returncode}): " + " | ".join(tail)
@@ -538,7 +572,14 @@ def torch_profile(
             files, target=target, mode="torch", iters=iters, warmup=warmup, arch=arch, cache_dir=cache_dir,
             trace=trace, python=python,
         )  # fmt: skip
-        run = run_tool(command, timeout_s=timeout_s, cwd=directory, env=driver_env(directory))
+        run = run_tool(
+            command,
+            timeout_s=timeout_s,
+            cwd=directory,
+            env=driver_env(directory),
+            sandbox="driver",
+            cache_dir=cache_dir,
+        )
         meta = read_meta(files.meta)
         if meta.get("status") == "no_gpu":
             return unavailable("torch_profiler", target, "no CUDA device", status="no_gpu")

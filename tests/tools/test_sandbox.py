@@ -1,0 +1,253 @@
+"""The sandbox itself, with small real programs (no extension builds): every backend, every layer.
+
+Each backend this machine has (bubblewrap, util-linux unshare, none) runs the same probe program,
+which tries what a hostile candidate would: read secrets from its environment and from another
+process's /proc entry, open an IP socket from C, read a planted file in a hidden tree, write
+outside its directory. The escape tests through the real worker are in test_sandbox_escapes.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.sandbox import Sandbox, SandboxError, SandboxSettings, namespaces, paths, settings
+from tools.sandbox.environment import allowed
+
+SECRET = "sk-planted-in-a-parent-9a7b"
+PROBE = r"""
+import ctypes, json, os, sys
+target, planted, outside = sys.argv[1], sys.argv[2], sys.argv[3]
+out = {"env": sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k or "SECRET" in k),
+       "home": os.environ["HOME"], "tmpdir": os.environ["TMPDIR"]}
+try:
+    out["proc"] = open(f"/proc/{target}/environ", "rb").read().decode(errors="replace")
+except OSError as exc:
+    out["proc"] = f"refused: {exc.errno}"
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.socket(2, 1, 0)
+out["socket"] = "opened" if fd >= 0 else f"refused: {ctypes.get_errno()}"
+try:
+    out["planted"] = os.read(os.open(planted, os.O_RDONLY), 100).decode()
+except OSError as exc:
+    out["planted"] = f"refused: {exc}"
+try:
+    fd = libc.open(outside.encode(), os.O_WRONLY | os.O_CREAT, 0o644)
+    out["outside"] = "written" if fd >= 0 else f"refused: {ctypes.get_errno()}"
+except OSError as exc:
+    out["outside"] = f"refused: {exc}"
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture()
+def planted_parent(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A process whose initial environment holds a secret (as the graph's does)."""
+    env = dict(os.environ, OPENAI_API_KEY=SECRET)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    time.sleep(0.2)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def backends() -> list[str]:
+    found = ["none"]
+    if shutil.which("unshare"):
+        found.append("unshare")
+    if namespaces.find_bwrap():
+        found.append("bwrap")
+    return found
+
+
+@pytest.fixture()
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """Make `namespaces.detect` find only the named backend (by hiding the others' executables)."""
+    name = request.param
+    if name != "bwrap":
+        monkeypatch.setenv(namespaces.BWRAP_ENV, str(tmp_path / "no-bwrap"))
+    if name == "none":
+        monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    namespaces.detect.cache_clear()
+    detected = namespaces.detect()
+    if detected.name != name:
+        pytest.skip(f"{name} does not work here: {detected.why_not}")
+    yield name
+    namespaces.detect.cache_clear()
+
+
+def probe(box: Sandbox, root: Path, target: int, planted: Path, outside: Path) -> dict[str, Any]:
+    env = dict(os.environ, OPENAI_API_KEY=SECRET, STITCHCUDA_CODER_API_KEY=SECRET, LANGSMITH_API_KEY=SECRET)
+    proc = box.popen(
+        [sys.executable, "-c", PROBE, str(target), str(planted), str(outside)],
+        env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("backend", backends(), indirect=True)
+def test_every_backend_holds_the_probe(
+    backend: str, tmp_path: Path, planted_parent: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hidden = tmp_path / "home"
+    (hidden / ".ssh").mkdir(parents=True)
+    planted = hidden / ".ssh" / "id_ed25519"
+    planted.write_text("planted key")
+    monkeypatch.setenv("HOME", str(hidden))
+    root = tmp_path / "run"
+    root.mkdir()
+    box = Sandbox(root, SandboxSettings.resolve("auto", device="cpu", timeout_s=60))
+    with box:
+        seen = probe(box, root, planted_parent.pid, planted, tmp_path / "outside.txt")
+    response = box.annotate({})
+    assert seen["env"] == []
+    assert seen["home"].startswith(str(root)) and seen["tmpdir"] == str(root)
+    assert SECRET not in seen["proc"] and seen["proc"].startswith("refused")
+    assert seen["planted"].startswith("refused")  # ENOENT under bubblewrap, the audit hook elsewhere
+    assert not (tmp_path / "outside.txt").exists() and seen["outside"].startswith("refused")
+    assert seen["socket"] == "refused: 13"
+    layers = response["sandbox"]["layers"]
+    assert layers["namespaces"]["on"] == (backend != "none")
+    assert layers["network"]["on"] and layers["filesystem"]["on"] and layers["syscalls"]["on"]
+    assert any(f["evidence"].startswith("network: socket(AF_INET") for f in response["findings"])
+
+
+def test_required_names_every_missing_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(namespaces.BWRAP_ENV, str(tmp_path / "no-bwrap"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    namespaces.detect.cache_clear()
+    try:
+        with pytest.raises(
+            SandboxError, match=r"--sandbox required, but this platform lacks: namespaces \(no bubblewrap"
+        ):
+            Sandbox(tmp_path, SandboxSettings.resolve("required", device="cpu"))
+    finally:
+        namespaces.detect.cache_clear()
+
+
+def test_off_is_really_off(tmp_path: Path) -> None:
+    box = Sandbox(tmp_path, SandboxSettings.resolve("off"))
+    env = box.env(dict(os.environ, OPENAI_API_KEY=SECRET))
+    assert env["OPENAI_API_KEY"] == SECRET  # off keeps the caller's environment: for debugging only
+    with box:
+        proc = box.popen([sys.executable, "-c", "print('ran')"], env=env, stdout=subprocess.PIPE)
+        assert proc.communicate(timeout=60)[0].strip() == b"ran"
+    record = box.annotate({})["sandbox"]
+    assert record["mode"] == "off" and not any(layer["on"] for layer in record["layers"].values())
+
+
+@pytest.mark.skipif(not namespaces.find_bwrap(), reason="needs bubblewrap")
+def test_a_signal_death_reads_as_the_signal_through_bubblewrap(tmp_path: Path) -> None:
+    namespaces.detect.cache_clear()
+    with Sandbox(tmp_path, SandboxSettings.resolve("auto", device="cpu")) as box:
+        proc = box.popen(
+            [sys.executable, "-c", "import os; os.abort()"], cwd=tmp_path, stderr=subprocess.DEVNULL
+        )
+        assert proc.wait(timeout=60) == -signal.SIGABRT
+
+
+@pytest.mark.parametrize(
+    ("name", "passes"),
+    [
+        ("PATH", True), ("CUDA_HOME", True), ("LC_ALL", True), ("STITCHCUDA_BUILDER", True),
+        ("TORCH_EXTENSIONS_DIR", True), ("OPENAI_API_KEY", False), ("LANGSMITH_API_KEY", False),
+        ("LANGSMITH_TRACING", False), ("AWS_SECRET_ACCESS_KEY", False), ("SSH_AUTH_SOCK", False),
+        ("HF_TOKEN", False), ("STITCHCUDA_CODER_API_KEY", False), ("STITCHCUDA_LLM_BASE_URL", False),
+        ("GITHUB_TOKEN", False), ("CUDA_SECRET", False), ("HOME", False), ("LD_PRELOAD", False),
+    ],
+)  # fmt: skip
+def test_the_environment_is_an_allowlist(name: str, passes: bool) -> None:
+    assert allowed(name) is passes
+
+
+def test_bad_settings_fail_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SandboxError, match="unknown sandbox mode 'strict'"):
+        SandboxSettings.resolve("strict")
+    monkeypatch.setenv("STITCHCUDA_SANDBOX_DISK_MB", "lots")
+    with pytest.raises(SandboxError, match="STITCHCUDA_SANDBOX_DISK_MB='lots': expected a number"):
+        SandboxSettings.resolve()
+    monkeypatch.setenv("STITCHCUDA_SANDBOX_DISK_MB", "64")
+    monkeypatch.setenv("STITCHCUDA_SANDBOX_MEMORY_GB", "unlimited")
+    limits = SandboxSettings.resolve().limits
+    assert limits.disk == 64 << 20 and limits.address_space is None
+
+
+def test_the_cache_rules_match_the_builders(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tools import build
+
+    for value in (None, str(tmp_path / "cache")):
+        if value:
+            monkeypatch.setenv("STITCHCUDA_CACHE", value)
+        assert settings.default_cache_dir() == build.default_cache_dir()
+        cache = build.default_cache_dir()
+        assert settings.cache_trees(cache) == [cache, build.pch_root(cache)]
+
+
+def test_landlock_rules_carve_out_hidden_trees(tmp_path: Path) -> None:
+    policy = paths.build_policy([tmp_path / "run"])
+    rules = paths.landlock_rules(policy, carve_proc=True)
+    for tree in policy.hidden:
+        inside = [r for r in rules.read if r == tree or r.startswith(tree + "/")]
+        assert all(any(r == p or r.startswith(p + "/") for p in policy.read) for r in inside), inside
+    assert "/usr" in rules.read and str(paths.TOOLS_DIR) in rules.read
+    assert not any(p.rsplit("/", 1)[-1].isdigit() for p in rules.read if p.startswith("/proc/"))
+    assert "/dev" in rules.list_only and "/dev" not in rules.read
+
+
+def test_cli_required_fails_at_once_without_a_layer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graph.cli import EXIT_BAD_INPUT, main
+
+    problem = next((Path(__file__).resolve().parents[1] / "fixtures" / "problems").rglob("*.py"))
+    monkeypatch.setenv(namespaces.BWRAP_ENV, str(tmp_path / "no-bwrap"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    namespaces.detect.cache_clear()
+    try:
+        code = main(["run", str(problem), "--sandbox", "required", "--out", str(tmp_path / "out")])
+    finally:
+        namespaces.detect.cache_clear()
+    assert code == EXIT_BAD_INPUT
+    assert "--sandbox required, but this platform lacks: namespaces" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_report_names_the_layers() -> None:
+    from nodes.support.report import build_report, render_markdown
+
+    namespaces.detect.cache_clear()
+    report = build_report({"problem_name": "p"}, "failed", "test", "offline", sandbox="auto")  # type: ignore[typeddict-unknown-key]
+    assert report["sandbox"]["mode"] == "auto"
+    assert set(report["sandbox"]["layers"]) == {"environment", "limits", "namespaces", "filesystem", "network",
+                                                "syscalls", "processes"}  # fmt: skip
+    line = next(x for x in render_markdown(report).splitlines() if x.startswith("- sandbox: "))
+    assert line.startswith("- sandbox: auto; on: environment, limits")
+
+
+@pytest.mark.skipif(not namespaces.find_bwrap(), reason="needs bubblewrap")
+def test_a_profiler_gets_a_private_tmp_not_the_hosts(tmp_path: Path) -> None:
+    namespaces.detect.cache_clear()
+    root = tmp_path / "run"
+    root.mkdir()
+    marker = f"/tmp/stitch-private-{os.getpid()}"
+    code = f"open({marker!r}, 'w').write('x'); open('inside.txt', 'w').write('y'); print('ok')"
+    with Sandbox(root, SandboxSettings.resolve("auto", device="cpu"), profile="tool") as box:
+        proc = box.popen(
+            [sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        out, err = proc.communicate(timeout=60)
+    assert out.strip() == b"ok", err.decode()
+    assert not os.path.exists(marker) and (root / "inside.txt").read_text() == "y"
+    assert not box.annotate({}).get("findings")
