@@ -385,9 +385,12 @@ class Progress:
             self.status = None
         if self.quiet:
             return
+        from rich.markup import escape
+
         seconds = time.monotonic() - self.started.pop(name, time.monotonic())
         for line in update.get("log", []) if isinstance(update, dict) else []:
-            self.console.print(f"[dim]{seconds:6.1f}s[/] {line}")
+            # escape: node lines hold brackets ("custom kernels for [sub, relu]") that rich reads as markup
+            self.console.print(f"[dim]{seconds:6.1f}s[/] {escape(line)}")
 
     def close(self) -> None:
         if self.status is not None:
