@@ -11,7 +11,7 @@ import json
 import threading
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 
 class RecordingLangSmith:
@@ -59,7 +59,10 @@ class RecordingLangSmith:
             if operation not in ("post", "patch"):
                 continue  # feedback, attachments
             self._apply(
-                operation, run_id, field[0] if field else None, json.loads(part.get_payload(decode=True))
+                operation,
+                run_id,
+                field[0] if field else None,
+                json.loads(cast(bytes, part.get_payload(decode=True))),
             )
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

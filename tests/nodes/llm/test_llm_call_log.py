@@ -198,7 +198,7 @@ def test_the_report_shows_one_row_per_call_and_the_totals() -> None:
         "models": ["/models/SmolLM2"],
         "latency_s": 70.5,
     }
-    report = {
+    report: dict[str, Any] = {
         "problem": "p", "status": "failed", "status_reason": "r", "policy": "llm", "device": "",
         "eager_ms": None, "candidate_ms": None, "speedup_vs_eager": None, "iterations": 1, "build_s": None,
         "covered_ops": [], "uncovered_ops": [], "plan": {"groups": []}, "attempts": [], "model_calls": calls,
