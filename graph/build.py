@@ -18,6 +18,7 @@ from graph.routers import route_after_coder, route_after_planner, route_after_pr
 from graph.state import InputState, OutputState, State
 from nodes.coder import coder
 from nodes.finalize import finalize
+from nodes.llm.call_log import collect_model_calls
 from nodes.planner import planner
 from nodes.profiler import profiler
 from nodes.verifier import verifier
@@ -26,10 +27,11 @@ from nodes.verifier import verifier
 def make_builder() -> StateGraph:
     """A fresh, uncompiled StitchCUDA graph."""
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
-    builder.add_node("planner", planner)
-    builder.add_node("coder", coder)
+    # The nodes that ask the policy also hand its model-call records to the state (State.model_calls).
+    builder.add_node("planner", collect_model_calls(planner))
+    builder.add_node("coder", collect_model_calls(coder))
     builder.add_node("verifier", verifier)
-    builder.add_node("profiler", profiler)
+    builder.add_node("profiler", collect_model_calls(profiler))
     builder.add_node("finalize", finalize)
     builder.add_edge(START, "planner")
     builder.add_conditional_edges("planner", route_after_planner, {"coder": "coder", "finalize": "finalize"})

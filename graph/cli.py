@@ -2,6 +2,7 @@
 
     stitchcuda run PROBLEM [--out DIR] [--policy offline|llm] [--thread ID] ...
     stitchcuda graph                      # the graph as a Mermaid drawing
+    stitchcuda llm serve-local [--port P] # a small real model behind transformers serve
     stitchcuda rag build|ingest|query|eval
 
 Exit codes of `run`: 0 verified, 1 failed, 2 bad input (problem or arguments), 3 unverified (the
@@ -47,6 +48,12 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--perf-trials", type=int, default=defaults.perf_trials, help="timed calls per program")
     p.add_argument("--quiet", action="store_true", help="print only the final line")
     _add_sandbox_flag(p, defaults.sandbox)
+    p.add_argument(
+        "--hybrid-start",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.hybrid_start,
+        help="llm policy: offer the offline program as the coder's starting point (off for small-context models)",
+    )
     _add_tracing_flags(p)
     p.set_defaults(func=cmd_run)
 
@@ -333,7 +340,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_parser(sub)
     _add_check_parser(sub)
     _add_graph_parser(sub)
-    for module_name, function in (("rag_corpus.cli", "add_rag_commands"),):
+    for module_name, function in (
+        ("rag_corpus.cli", "add_rag_commands"),
+        ("nodes.llm.cli", "add_llm_commands"),
+    ):
         try:
             module = __import__(module_name, fromlist=[function])
         except ImportError:
@@ -375,9 +385,12 @@ class Progress:
             self.status = None
         if self.quiet:
             return
+        from rich.markup import escape
+
         seconds = time.monotonic() - self.started.pop(name, time.monotonic())
         for line in update.get("log", []) if isinstance(update, dict) else []:
-            self.console.print(f"[dim]{seconds:6.1f}s[/] {line}")
+            # escape: node lines hold brackets ("custom kernels for [sub, relu]") that rich reads as markup
+            self.console.print(f"[dim]{seconds:6.1f}s[/] {escape(line)}")
 
     def close(self) -> None:
         if self.status is not None:
@@ -421,6 +434,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         device=args.device,
         perf_trials=args.perf_trials,
         out_dir=str(out),
+        hybrid_start=args.hybrid_start,
     )
     try:
         get_policy(context)

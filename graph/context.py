@@ -166,11 +166,19 @@ class Context:
             "description": "LLM policy: client retries on timeouts, 429 and 5xx; None: STITCHCUDA_LLM_MAX_RETRIES or 2."
         },
     )
+    llm_structured_output: str = field(
+        default="",
+        metadata={
+            "description": "LLM policy: structured-output methods to try, in order, e.g. 'text' for a server that "
+            "honours neither; empty: STITCHCUDA_LLM_STRUCTURED_OUTPUT or 'json_schema,function_calling,text'."
+        },
+    )
     llm_roles: dict[str, dict[str, Any]] = field(
         default_factory=dict,
         metadata={
             "description": "LLM policy: per-role overrides, e.g. {'coder': {'base_url': 'http://gpu:8000/v1', "
-            "'temperature': 0.2}}; keys: model, base_url, api_key_env, temperature, max_tokens, timeout_s, max_retries."
+            "'temperature': 0.2}}; keys: model, base_url, api_key_env, temperature, max_tokens, timeout_s, max_retries, "
+            "structured_output."
         },
     )
 

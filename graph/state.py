@@ -77,3 +77,5 @@ class State(InputState, OutputState, total=False):
     """One Attempt per coder -> verifier round, appended."""
     log: Annotated[list[str], operator.add]
     """Human-readable progress lines, appended by every node."""
+    model_calls: Annotated[list[dict[str, Any]], operator.add]
+    """One record per model request of the LLM policy (nodes/llm/call_log.py: ModelCall), appended."""

@@ -25,13 +25,14 @@ def build_chat_model(settings: RoleSettings, environ: Mapping[str, str] | None =
     """A ChatOpenAI for `settings`; raises `LLMSettingsError` when the key variable is unset."""
     api_key = settings.api_key(environ)
     from langchain_openai import ChatOpenAI  # lazy: heavy, and needs a key only when used
+    from pydantic import SecretStr
 
     return ChatOpenAI(
         model=settings.model,
         base_url=settings.base_url,
-        api_key=api_key,
+        api_key=SecretStr(api_key),
         temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
+        max_completion_tokens=settings.max_tokens,  # sent as max_completion_tokens (max_tokens is deprecated)
         timeout=settings.timeout_s,
         max_retries=settings.max_retries,
     )

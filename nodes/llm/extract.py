@@ -42,6 +42,7 @@ class ExtractedProgram:
     source: str
     summary: str
     form: str  # "fenced" or "bare": how the program was written
+    repairs: tuple[str, ...] = ()  # what was done to the answer to get the program (none: as written)
 
 
 def strip_thinking(text: str) -> tuple[str, bool]:
@@ -155,7 +156,8 @@ def _bare_program(visible: str, raw: str, finish_reason: str | None) -> Extracte
             first_error = first_error or exc
             continue
         if _defines_model_new(tree):
-            return ExtractedProgram(source=source, summary=_summary("\n".join(lines[:start])), form="bare")
+            summary = _summary("\n".join(lines[:start]))
+            return ExtractedProgram(source, summary, "bare", ("read a program written without a code fence",))
     detail = f": line {first_error.lineno}: {first_error.msg}" if first_error else ""
     raise CoderOutputError(
         f"the unfenced program in the answer does not parse{detail}", raw=raw, finish_reason=finish_reason
@@ -196,11 +198,19 @@ def extract_program(answer: str, finish_reason: str | None = None) -> ExtractedP
                 error = error or exc
                 continue
             prose_before_code = "\n".join(visible.splitlines()[: blocks[0].first_line - 1])
-            return ExtractedProgram(source=source, summary=_summary(prose_before_code), form="fenced")
+            repairs = ["dropped a <think> section"] if visible != answer else []
+            if len(blocks) > 1:
+                repairs.append(f"took the block at line {block.first_line} of {len(blocks)} code blocks")
+            return ExtractedProgram(source, _summary(prose_before_code), "fenced", tuple(repairs))
         assert error is not None
         raise error
     if _DEFINES_MODEL_NEW.search(visible):  # ModelNew outside any fence: bare code
-        return _bare_program(visible, answer, finish_reason)
+        program = _bare_program(visible, answer, finish_reason)
+        if visible != answer:
+            return ExtractedProgram(
+                program.source, program.summary, program.form, ("dropped a <think> section", *program.repairs)
+            )
+        return program
     what = f"{len(blocks)} code block(s), none defining" if blocks else "no code defining"
     raise CoderOutputError(
         f"the answer has {what} class ModelNew (expected one ```python block with the whole program)",

@@ -16,12 +16,14 @@ none), `advise` to advice built from the profile; both say so in the artifact.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from graph.artifacts import Candidate, CoderMode, Feedback, Plan, Profile, Task, TestResult
 from graph.context import Context
 from nodes.llm import offline_assist, prompting
+from nodes.llm.call_log import CallRecorder
 from nodes.llm.client import build_chat_model, call_model
 from nodes.llm.errors import (
     CoderOutputError,
@@ -39,6 +41,7 @@ from nodes.llm.structured import invoke_structured
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = [
     "CoderOutputError",
@@ -78,6 +81,11 @@ class LLMPolicy:
         settings = self.settings(role)
         return settings, build_chat_model(settings, self._environ)
 
+    def _recorder(
+        self, settings: RoleSettings, mode: str | None = None, candidate: int | None = None
+    ) -> CallRecorder:
+        return CallRecorder(settings, self.context.out_dir, mode=mode, candidate=candidate)
+
     def _offline_policy(self) -> tuple[Any, str]:
         if self._offline is None:
             self._offline = offline_assist.make_offline_policy(self.context, self._offline_factory)
@@ -92,7 +100,9 @@ class LLMPolicy:
         messages = prompting.planner_messages(self.context, task, ops, reference_profile)
         config = call_config(settings, task, iteration=0)
         try:
-            answer = invoke_structured(model, settings, Plan, messages, config)
+            answer = invoke_structured(
+                model, settings, Plan, messages, config, recorder=self._recorder(settings)
+            )
         except StructuredOutputError as exc:
             fallback = offline_assist.offline_plan(task, offline)
             if fallback is None:
@@ -145,7 +155,7 @@ class LLMPolicy:
         settings: RoleSettings,
         model: BaseChatModel,
         messages: Sequence[tuple[str, str]],
-        config: dict[str, Any],
+        config: RunnableConfig,
         task: Task,
         plan: Plan,
         candidate_id: int,
@@ -153,10 +163,23 @@ class LLMPolicy:
         parent: int | None,
         hybrid: str | None,
     ) -> Candidate:
-        message = call_model(settings, lambda: model.invoke(list(messages), config=config))
+        recorder = self._recorder(settings, mode, candidate_id)
+        started = time.monotonic()
+        try:
+            message = call_model(settings, lambda: model.invoke(list(messages), config=config))
+        except LLMCallError as exc:
+            recorder.record(started, "failed", str(exc))
+            raise
         content = message.content if isinstance(message.content, str) else str(message.content)
         finish_reason = (message.response_metadata or {}).get("finish_reason")
-        program = extract_program(content, finish_reason)
+        try:
+            program = extract_program(content, finish_reason)
+        except CoderOutputError as exc:
+            recorder.record(started, "rejected", str(exc), message=message)
+            raise
+        recorder.record(
+            started, "repaired" if program.repairs else "parsed", "; ".join(program.repairs), message=message
+        )
         meta: dict[str, Any] = {"model": settings.model, "finish_reason": finish_reason, "form": program.form}
         usage = getattr(message, "usage_metadata", None)
         if usage:
@@ -197,7 +220,8 @@ class LLMPolicy:
         )
         config = call_config(settings, task, iteration=candidate.id, candidate=candidate.id)
         try:
-            answer = invoke_structured(model, settings, Feedback, messages, config)
+            recorder = self._recorder(settings, candidate=candidate.id)
+            answer = invoke_structured(model, settings, Feedback, messages, config, recorder=recorder)
         except StructuredOutputError as exc:
             return _advice_from_profile(profile, f"the verifier model's answer was unusable: {exc}")
         return answer.value.model_copy(update={"kind": "optimize"})

@@ -6,10 +6,13 @@ context variables), so only what identifies the call itself is added here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph.artifacts import Task
 from nodes.llm.settings import RoleSettings
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 
 def call_config(
@@ -20,7 +23,7 @@ def call_config(
     mode: str | None = None,
     candidate: int | None = None,
     policy: str = "llm",
-) -> dict[str, Any]:
+) -> RunnableConfig:
     """The RunnableConfig fields for one model call: run_name, tags, metadata."""
     role = settings.role
     name = f"stitchcuda.{role}" + (f".{mode}" if mode else "")

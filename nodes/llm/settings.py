@@ -11,7 +11,8 @@ specific source that names it wins, and at equal specificity the Context wins ov
 5. `STITCHCUDA_LLM_<SETTING>`               e.g. STITCHCUDA_LLM_MODEL
 6. `OPENAI_BASE_URL` (base_url); for the key variable: `STITCHCUDA_<ROLE>_API_KEY` when it is set,
    else `OPENAI_API_KEY`
-7. the built-in default (timeout 600 s, 2 retries; temperature and max tokens left to the server)
+7. the built-in default (timeout 600 s, 2 retries; temperature and max tokens left to the server;
+   structured output tried as json_schema, then function_calling, then text)
 
 The key itself is read only when a client is built, from the variable the settings name, so it never
 lands in the Context, a checkpoint or a trace. Resolution is pure: it reads `environ`, nothing else.
@@ -33,6 +34,7 @@ ROLES: tuple[str, ...] = get_args(Role)
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_KEY_VARIABLE = "OPENAI_API_KEY"
+STRUCTURED_METHODS: tuple[str, ...] = ("json_schema", "function_calling", "text")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class RoleSettings:
     max_tokens: int | None
     timeout_s: float
     max_retries: int
+    structured_output: tuple[str, ...] = STRUCTURED_METHODS  # methods to try, in order
 
     def describe(self) -> str:
         """How errors name this client: role, model and endpoint."""
@@ -73,6 +76,15 @@ def _number(value: Any) -> float:
     return float(value)
 
 
+def _methods(value: Any) -> tuple[str, ...]:
+    names = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(str(name).strip() for name in names if str(name).strip())
+
+
+def _known_methods(methods: tuple[str, ...]) -> bool:
+    return bool(methods) and len(set(methods)) == len(methods) and set(methods) <= set(STRUCTURED_METHODS)
+
+
 def _count(value: Any) -> int:
     if isinstance(value, float) and not value.is_integer():
         raise ValueError("not a whole number")
@@ -88,6 +100,12 @@ _SPECS: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], bool], str]] 
     "max_tokens": ("MAX_TOKENS", _count, lambda v: v > 0, "a positive whole number"),
     "timeout_s": ("TIMEOUT_S", _number, lambda v: v > 0, "a positive number of seconds"),
     "max_retries": ("MAX_RETRIES", _count, lambda v: v >= 0, "a whole number, 0 or more"),
+    "structured_output": (
+        "STRUCTURED_OUTPUT",
+        _methods,
+        _known_methods,
+        f"a comma list of distinct methods from {', '.join(STRUCTURED_METHODS)}",
+    ),
 }
 SETTINGS: tuple[str, ...] = tuple(_SPECS)
 
@@ -105,6 +123,8 @@ def _parse(setting: str, value: Any, source: str) -> Any:
 
 
 def _unset(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return not value
     return value is None or (isinstance(value, str) and not value.strip())
 
 
@@ -172,6 +192,7 @@ def resolve_role_settings(
         )
     timeout_s = pick("timeout_s")
     max_retries = pick("max_retries")
+    structured_output = pick("structured_output")
     return RoleSettings(
         role=role,
         model=model,
@@ -181,4 +202,5 @@ def resolve_role_settings(
         max_tokens=pick("max_tokens"),
         timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
         max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+        structured_output=STRUCTURED_METHODS if structured_output is None else structured_output,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.state import State
+from nodes.llm.call_log import summarize
 from tools.sandbox import SandboxError, layers_line, platform_layers
 
 
@@ -75,6 +76,8 @@ def build_report(
         else None,
         "attempts": state.get("history", []),
         "sandbox": _sandbox(sandbox),
+        "model_calls": state.get("model_calls", []),
+        "model_call_summary": summarize(state.get("model_calls", [])),
     }
 
 
@@ -121,4 +124,49 @@ def render_markdown(report: dict[str, Any]) -> str:
     if any(profile for _, profile in profiles):
         lines += ["", "## Profile", ""]
         lines += [f"- {who}: {profile.get('summary') or ''}" for who, profile in profiles if profile]
+    lines += _model_call_lines(report.get("model_calls") or [])
     return "\n".join(lines) + "\n"
+
+
+def _short_model(name: str) -> str:
+    """A served checkpoint is often named by its path; its last part is what a reader recognises."""
+    return name.rstrip("/").rsplit("/", 1)[-1] if name.startswith(("/", "./", "~")) else name
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _model_call_lines(calls: list[dict[str, Any]]) -> list[str]:
+    """One row per model request: who asked, how long it took, how big the answer was, what became of it."""
+    if not calls:
+        return []
+    summary = summarize(calls)
+    counts = ", ".join(f"{n} {name}" for name, n in summary["outcomes"].items() if n)
+    lines = [
+        "",
+        "## Model calls",
+        "",
+        f"{summary['calls']} calls ({counts}); {summary['latency_s']:.1f} s waiting for "
+        f"{', '.join(summary['models'])}.",
+        "",
+        "| # | role | step | model | s | answer chars | tokens in/out | finish | outcome | detail |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for number, call in enumerate(calls, 1):
+        step = " ".join(
+            str(part)
+            for part in (
+                call.get("mode"),
+                call.get("method"),
+                call.get("candidate") and f"#{call['candidate']}",
+            )
+            if part
+        )
+        tokens = f"{call.get('input_tokens') or '-'}/{call.get('output_tokens') or '-'}"
+        lines.append(
+            f"| {number} | {call.get('role')} | {step or '-'} | {_cell(_short_model(call.get('model', '')))} | "
+            f"{call.get('latency_s', 0.0):.1f} | {call.get('answer_chars', 0)} | {tokens} | "
+            f"{call.get('finish_reason') or '-'} | {call.get('outcome')} | {_cell(call.get('detail') or '')} |"
+        )
+    return lines

@@ -207,6 +207,13 @@ def test_repeated_garbage_without_a_program_ends_failed(server: StubServer) -> N
     )
     assert state["report"]["iterations"] == 3 and state["best"] is None
     assert server.pending == 0
+    # Every request is in the state and the report, with what became of it.
+    calls = state["model_calls"]
+    assert [(c["role"], c["outcome"]) for c in calls] == [("planner", "parsed")] + [("coder", "rejected")] * 3
+    assert [c["candidate"] for c in calls[1:]] == [1, 2, 3] and calls[0]["method"] == "json_schema"
+    assert all("no code defining class ModelNew" in c["detail"] for c in calls[1:])
+    assert state["report"]["model_calls"] == calls
+    assert state["report"]["model_call_summary"]["outcomes"]["rejected"] == 3
     # No program exists yet, so every retry is a fresh skill-1 request, carrying why the last failed.
     assert all(user_prompt(r).startswith("# Write the program") for r in server.requests[1:])
     assert "could not be used" not in user_prompt(server.requests[1])

@@ -498,3 +498,12 @@ def test_the_policy_seam_builds_the_llm_policy(monkeypatch: pytest.MonkeyPatch) 
     policy = get_policy(Context(policy="llm", llm_model="m"))
     assert isinstance(policy, LLMPolicy) and policy.name == "llm"
     assert policy.settings("coder").model == "m"
+
+
+def test_max_tokens_reaches_the_server_as_max_completion_tokens(server: StubServer) -> None:
+    """Servers read either name (transformers serve, vLLM); the openai client sends the current one."""
+    server.add(Reply.text(coder_answer()))
+    make_policy(server, llm_max_tokens=321, llm_temperature=0.0).write(TASK, PLAN, 1)
+    body = server.requests[0].body
+    assert body["max_completion_tokens"] == 321 and "max_tokens" not in body
+    assert body["temperature"] == 0.0
