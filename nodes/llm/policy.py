@@ -67,6 +67,7 @@ class LLMPolicy:
         self._offline_factory = offline_factory
         self._environ = environ
         self._offline: tuple[Any, str] | None = None
+        self.last_exchange: dict[str, Any] | None = None  # the coder's last messages and raw answer
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -155,6 +156,7 @@ class LLMPolicy:
     ) -> Candidate:
         message = call_model(settings, lambda: model.invoke(list(messages), config=config))
         content = message.content if isinstance(message.content, str) else str(message.content)
+        self.last_exchange = {"messages": list(messages), "answer": content}  # read by nodes.support.turn_log
         finish_reason = (message.response_metadata or {}).get("finish_reason")
         program = extract_program(content, finish_reason)
         meta: dict[str, Any] = {"model": settings.model, "finish_reason": finish_reason, "form": program.form}
