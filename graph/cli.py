@@ -3,6 +3,7 @@
     stitchcuda run PROBLEM [--out DIR] [--policy offline|llm] [--thread ID] ...
     stitchcuda graph                      # the graph as a Mermaid drawing
     stitchcuda rag build|ingest|query|eval
+    stitchcuda rl dataset|score|train|plot|verl-data
 
 Exit codes of `run`: 0 verified, 1 failed, 2 bad input (problem or arguments), 3 unverified (the
 program built but there is no CUDA device here to check it).
@@ -333,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_parser(sub)
     _add_check_parser(sub)
     _add_graph_parser(sub)
-    for module_name, function in (("rag_corpus.cli", "add_rag_commands"),):
+    for module_name, function in (("rag_corpus.cli", "add_rag_commands"), ("rl.cli", "add_rl_commands")):
         try:
             module = __import__(module_name, fromlist=[function])
         except ImportError:

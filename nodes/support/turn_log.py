@@ -59,8 +59,8 @@ def answer_text(candidate: Candidate) -> str:
     """A program as a coder model answers with it: the summary line, then one fenced block."""
     from nodes.llm.prompting import fence
 
-    summary = candidate.summary.strip() or "The complete program."
-    return f"{summary}\n\n{fence(candidate.source, 'python')}\n"
+    summary = candidate.summary.strip() or "the complete program"
+    return f"Summary: {summary}\n\n{fence(candidate.source, 'python')}\n"
 
 
 class TurnLog:

@@ -22,6 +22,7 @@ _GLOBAL = re.compile(r"__global__\s+(?:void|static\s+void)")
 _LAUNCH = re.compile(r"<<<\s*([^<>]*?)\s*>>>")
 _BUILDER = re.compile(r"\bload_inline\s*\(")
 _CUDA_SOURCES = re.compile(r"\bcuda_sources\s*=")
+_SUMMARY = re.compile(r"^\s*\**summary\**\s*:", re.IGNORECASE | re.MULTILINE)
 _NATIVE_MARKERS = ("__global__", "#include", "PYBIND11_MODULE", 'extern "C"')
 
 
@@ -32,7 +33,8 @@ class Answer:
     text: str
     program: str | None
     error: str
-    fenced_blocks: int
+    fenced_blocks: int  # closed ```python (or unlabelled) blocks
+    summary_line: bool  # a line starting with "Summary:" before the first block
     form: str  # fenced, bare or none
     defines_model_new: bool
     kernels: list[str]
@@ -91,7 +93,7 @@ def signatures(program: str, reference: str) -> tuple[bool, str]:
 def read_answer(text: str, reference_source: str) -> Answer:
     """Extract the program like the LLM coder's answers and read the facts the rubric needs."""
     visible, _ = strip_thinking(text or "")
-    blocks = [b for b in fenced_blocks(visible) if b.lang in ("python", "py", "")]
+    blocks = [b for b in fenced_blocks(visible) if b.closed and b.lang in ("python", "py", "")]
     try:
         extracted = extract_program(text)
         program, error, form = extracted.source, "", extracted.form
@@ -107,6 +109,7 @@ def read_answer(text: str, reference_source: str) -> Answer:
         program=program,
         error=error,
         fenced_blocks=len(blocks),
+        summary_line=bool(_SUMMARY.search(visible.split("```", 1)[0])),
         form=form,
         defines_model_new=bool(_MODEL_NEW.search(body)),
         kernels=kernels,

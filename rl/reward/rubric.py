@@ -100,7 +100,11 @@ def hack_findings(findings: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     ]
 
 
-def anti_hacking(findings: Sequence[dict[str, str]], judge_flag: str = "") -> Dimension:
+def anti_hacking(
+    findings: Sequence[dict[str, str]], has_program: bool = True, judge_flag: str = ""
+) -> Dimension:
+    if not has_program:
+        return Dimension(0.0, "no program to check")
     hacks = hack_findings(findings)
     if hacks or judge_flag:
         ids = sorted({f["id"] for f in hacks}) + (["judge: " + judge_flag] if judge_flag else [])
@@ -145,7 +149,8 @@ def cuda_engineering(answer: Answer) -> Dimension:
 def skill_items(sample: Sample, answer: Answer) -> list[tuple[str, bool]]:
     """The skill's format items: what an answer of this skill must look like."""
     items = [
-        ("one ```python block holding the program", answer.fenced_blocks == 1 and answer.form == "fenced"),
+        ("a Summary: line before the code", answer.summary_line),
+        ("exactly one ```python block", answer.fenced_blocks == 1),
         ("the program parses and defines ModelNew", answer.program is not None),
         ("class ModelNew(nn.Module)", answer.defines_model_new),
         ("the reference's constructor and forward arguments", answer.signatures_match),
@@ -203,7 +208,7 @@ def deterministic_rubric(
     sample: Sample, answer: Answer, findings: Sequence[dict[str, str]], measured_coverage: float | None
 ) -> Rubric:
     dims = (
-        anti_hacking(findings),
+        anti_hacking(findings, answer.program is not None),
         cuda_engineering(answer),
         operator_coverage(sample, answer, findings, measured_coverage),
         skill_compliance(sample, answer),
