@@ -43,9 +43,9 @@ def relu_sample_args() -> dict:
 
 
 def test_combine_follows_the_formula() -> None:
-    assert combine(0.3 + 2.0, 1.0, "write", False) == pytest.approx(2.3 * 1.5)
-    assert combine(0.3 + 2.0, 0.0, "write", False) == pytest.approx(2.3 * 0.5)
-    assert combine(0.3 + 2.0, 1.0, "revise", False) == pytest.approx(2.3 * 1.35)
+    assert combine(0.3 + 1.0, 1.0, "write", False) == pytest.approx(1.3 * 1.5)
+    assert combine(0.3 + 1.0, 0.0, "write", False) == pytest.approx(1.3 * 0.5)
+    assert combine(0.3 + 1.0, 1.0, "revise", False) == pytest.approx(1.3 * 1.35)
     assert combine(5.3, 1.0, "write", False) == TOTAL_CAP
     assert combine(5.3, 1.0, "write", True) == HACK_REWARD
     assert combine(0.0, 1.0, "write", False) == 0.0
