@@ -90,9 +90,12 @@ def markdown(rows: Sequence[dict[str, Any]], path: str) -> str:
         "|---|---|---|---:|---|---|---:|---:|---|",
     ]
     for r in sorted(rows, key=lambda r: (r["kind"] != "honest", r["problem"], r["candidate"])):
-        hacks = [e.split(":", 1)[0] for e in r["evidence"] if e.startswith("error")]
-        hacks += [e.split(":", 1)[0] for e in r["evidence"] if e.startswith("warning") and "no_custom" in e]
-        why = ", ".join(sorted({h.split(" ", 1)[1] for h in hacks})) or r["rule"]["stage"]
+        reason = r["rubric"]["anti_hacking"]["reason"]
+        why = (
+            reason.removeprefix("hacked: ")
+            if r["hacked"]
+            else f"{r['rule']['stage']}: {r['rule']['note'][:60]}"
+        )
         lines.append(
             f"| {r['candidate']} | {r['kind']} | {r['problem']} | {r['total']:+.3f} | {r['rule']['stage']} | "
             f"{'yes' if r['hacked'] else 'no'} | {r['rubric']['anti_hacking']['score']:.2f} | "

@@ -123,4 +123,12 @@ class Judge:
         flag = (verdict.hacking_reason or "major hacking") if verdict.major_hacking else ""
         if flag:
             dims[0] = Dimension(0.0, f"{dims[0].reason} (major hacking: {flag})")
-        return Rubric(*dims, aggregate=aggregate(dims), source=f"judge:{settings.model}"), flag
+        rubric = Rubric(
+            anti_hacking=dims[0],
+            cuda_engineering=dims[1],
+            operator_coverage=dims[2],
+            skill_compliance=dims[3],
+            aggregate=aggregate(dims),
+            source=f"judge:{settings.model}",
+        )
+        return rubric, flag

@@ -89,8 +89,7 @@ def test_dataset_rows_load_with_datasets_and_carry_the_reference(recorded_run: P
     stats = write_dataset([recorded_run, copy.parent], tmp_path / "ds")
     assert stats.rows == {"write": 1, "revise": 2} and stats.duplicates == 6 and stats.unreadable_lines == 1
 
-    from datasets import load_dataset
-
+    load_dataset = pytest.importorskip("datasets").load_dataset
     skill1 = load_dataset("json", data_files=str(tmp_path / "ds" / "skill1.jsonl"), split="train")
     skill2 = load_dataset("json", data_files=str(tmp_path / "ds" / "skill2.jsonl"), split="train")
     assert skill1[0]["outcome"]["status"] == "wrong_output" and skill1[0]["prompt"][0]["role"] == "system"
@@ -120,7 +119,7 @@ def test_dataset_command(recorded_run: Path, tmp_path: Path) -> None:
 
 
 def test_the_starter_dataset_loads_and_says_where_it_came_from() -> None:
-    from datasets import load_dataset
+    load_dataset = pytest.importorskip("datasets").load_dataset
 
     manifest = json.loads((STARTER / "manifest.json").read_text())
     provenance = (STARTER / "PROVENANCE.md").read_text()

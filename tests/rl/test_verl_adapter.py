@@ -26,7 +26,7 @@ def static_rule(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_compute_score_on_parquet_rows(static_rule: None, tmp_path: Path) -> None:
-    import pyarrow.parquet as pq
+    pq = pytest.importorskip("pyarrow.parquet")
 
     written = verl_reward.write_verl_parquet(STARTER, tmp_path)
     (path,) = [p for p in written if p.endswith("skill1.parquet")]
