@@ -1,6 +1,6 @@
 """Recorded coder turns -> the two skill datasets (skill1.jsonl, skill2.jsonl).
 
-Reads the OUT/turns.jsonl of every run under the given folders (`nodes.turn_log` writes them),
+Reads the OUT/turns.jsonl of every run under the given folders (`nodes.support.turn_log` writes them),
 joins each turn with its candidate's outcome, and writes one JSON line per distinct (prompt,
 answer) pair:
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from nodes.llm.errors import CoderOutputError
 from nodes.llm.extract import extract_program, fenced_blocks, strip_thinking
-from tools.hackcheck import kernel_names
+from tools.checks import kernel_names
 
 _MODEL_NEW = re.compile(r"^class\s+ModelNew\s*\(\s*(?:torch\.)?(?:nn\.)?Module\s*\)\s*:", re.MULTILINE)
 _GLOBAL = re.compile(r"__global__\s+(?:void|static\s+void)")

@@ -28,7 +28,7 @@ from rl.reward.answer import Answer, read_answer
 from rl.reward.judge import Judge, JudgeError
 from rl.reward.rule import LADDER, STATIC_NOTE, Evaluator, RuleSettings, evaluate_program, rule_from_test
 from rl.reward.sample import Breakdown, RulePart, Sample
-from tools.hackcheck import finding, hack_report
+from tools.checks import finding, hack_report
 
 HACK_REWARD = -1.0
 TOTAL_CAP = 3.0

@@ -129,7 +129,7 @@ def evaluate_program(
     evaluator: Evaluator | None = None,
 ) -> tuple[TestResult, dict[str, Any]]:
     """Run the worker on `program`; the TestResult (with merged hack findings) and the raw response."""
-    from nodes.worker_client import to_test_result
+    from nodes.support.worker_client import to_test_result
 
     run = evaluator or local_evaluator(settings)
     response = run(eval_request(task, plan, program, settings, mode))

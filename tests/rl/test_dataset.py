@@ -16,12 +16,20 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from langgraph.checkpoint.memory import InMemorySaver
-from scripted_policy import CORRECT_CPP, OPTIMIZED, WRONG, ScriptedPolicy, cpu_context, install, uninstall
+from support.scripted_policy import (
+    CORRECT_CPP,
+    OPTIMIZED,
+    WRONG,
+    ScriptedPolicy,
+    cpu_context,
+    install,
+    uninstall,
+)
 
 from graph.artifacts import Candidate, Feedback, Plan, Task
 from graph.build import builder
 from nodes.llm import prompting
-from nodes.turn_log import TURNS_FILE, chat_messages
+from nodes.support.turn_log import TURNS_FILE, chat_messages
 from rl.dataset import read_rows, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]

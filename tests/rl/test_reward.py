@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from llm_stub_server import Reply, StubServer
+from support.llm_stub_server import Reply, StubServer
 
 from graph.context import Context
 from rl.reward import RewardSettings, RuleSettings, combine, make_sample, score
