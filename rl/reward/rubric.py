@@ -133,7 +133,8 @@ _ENGINEERING = (
 def cuda_engineering(answer: Answer) -> Dimension:
     if not answer.kernels:
         return Dimension(0.0, "no __global__ kernel")
-    met, missed = [], []
+    met: list[str] = []
+    missed: list[str] = []
     for name, pattern in _ENGINEERING:
         if pattern is None:
             ok = bool(answer.launches) and all(len(cfg.split(",")) >= 4 for cfg in answer.launches)

@@ -86,7 +86,7 @@ class Breakdown:
     evidence: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        rubric = {name: asdict(dim) for name, dim in self.rubric.dimensions().items()}
+        rubric: dict[str, Any] = {name: asdict(dim) for name, dim in self.rubric.dimensions().items()}
         rubric |= {"aggregate": self.rubric.aggregate, "source": self.rubric.source}
         return {
             "total": self.total,
