@@ -89,13 +89,19 @@ def test_prompts_are_the_llm_coders_own_messages(recorded_run: Path) -> None:
 
 @pytest.mark.slow
 def test_dataset_rows_load_with_datasets_and_carry_the_reference(recorded_run: Path, tmp_path: Path) -> None:
-    # a resumed run appends the same lines again: the builder keeps one row per (prompt, answer)
+    # a resumed run appends the same lines again (the last line per turn counts), and a second folder
+    # holding the same turns adds nothing: the builder keeps one row per (prompt, answer)
     turns = (recorded_run / TURNS_FILE).read_text()
     copy = tmp_path / "again" / TURNS_FILE
     copy.parent.mkdir()
     copy.write_text(turns + turns + '{"type": "turn", "run": "rec1", cut by a crash\n')
     stats = write_dataset([recorded_run, copy.parent], tmp_path / "ds")
-    assert stats.rows == {"write": 1, "revise": 2} and stats.duplicates == 6 and stats.unreadable_lines == 1
+    assert (
+        stats.rows == {"write": 1, "revise": 2}
+        and stats.duplicates == 3
+        and stats.turns == 6
+        and stats.unreadable_lines == 1
+    )
 
     load_dataset = pytest.importorskip("datasets").load_dataset
     skill1 = load_dataset("json", data_files=str(tmp_path / "ds" / "skill1.jsonl"), split="train")
