@@ -4,6 +4,7 @@
     stitchcuda graph                      # the graph as a Mermaid drawing
     stitchcuda llm serve-local [--port P] # a small real model behind transformers serve
     stitchcuda rag build|ingest|query|eval
+    stitchcuda rl dataset|score|train|plot|verl-data
 
 Exit codes of `run`: 0 verified, 1 failed, 2 bad input (problem or arguments), 3 unverified (the
 program built but there is no CUDA device here to check it).
@@ -343,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module_name, function in (
         ("rag_corpus.cli", "add_rag_commands"),
         ("nodes.llm.cli", "add_llm_commands"),
+        ("rl.cli", "add_rl_commands"),
     ):
         try:
             module = __import__(module_name, fromlist=[function])

@@ -11,6 +11,7 @@ from graph.context import Context
 from graph.policy import PolicyOutputError, PolicyUnavailableError, accepts_keyword, get_policy
 from graph.state import State
 from nodes.support.budget import charged
+from nodes.support.turn_log import TurnLog
 
 
 def _previous(state: State, mode: str) -> Candidate:
@@ -32,16 +33,25 @@ def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update: dict[str, Any] = {"iteration": iteration}
     if mode == "optimize":
         update["optimize_rounds"] = state.get("optimize_rounds", 0) + 1
+    turns = TurnLog(context)
+    turns.outcome(state)  # the verifier's result for the candidate this turn follows
+    if iteration == 1:
+        turns.run_started(task, plan)
+    given: Feedback | None = None
+    previous: Candidate | None = None
+
     try:
         if mode == "write" or not state.get("candidate"):
             retry = state.get("feedback") if state.get("coder_outcome") == "policy_error" else None
             if retry and accepts_keyword(policy.write, "feedback"):  # why the last answer was unusable
-                candidate = policy.write(task, plan, iteration, feedback=Feedback.model_validate(retry))
+                given = Feedback.model_validate(retry)
+                candidate = policy.write(task, plan, iteration, feedback=given)
             else:
                 candidate = policy.write(task, plan, iteration)
         else:
-            feedback = Feedback.model_validate(state["feedback"])
-            candidate = policy.revise(task, plan, _previous(state, mode), feedback, mode, iteration)
+            given = Feedback.model_validate(state["feedback"])
+            previous = _previous(state, mode)
+            candidate = policy.revise(task, plan, previous, given, mode, iteration)
     except PolicyUnavailableError as exc:
         return update | {
             "coder_outcome": "policy_unavailable",
@@ -50,6 +60,8 @@ def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "log": [f"coder: turn {iteration} ({mode}) could not ask the policy: {exc}"],
         }
     except PolicyOutputError as exc:
+        raw = str(getattr(exc, "raw", "") or "")
+        turns.record(policy, task, plan, iteration, mode, previous, given, None, error=str(exc), raw=raw)
         evidence = getattr(exc, "feedback", None)
         feedback = (
             evidence()
@@ -69,6 +81,7 @@ def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         }
         return update
 
+    turns.record(policy, task, plan, iteration, mode, previous, given, candidate)
     best = state.get("best")
     if mode == "optimize" and best and candidate.source == best["candidate"]["source"]:
         return update | {

@@ -13,6 +13,7 @@ from graph.routers import budget_exhausted
 from graph.state import State
 from nodes.support.budget import charged
 from nodes.support.report import build_report, render_markdown
+from nodes.support.turn_log import TurnLog
 
 
 def stop_reason(state: State, context: Context) -> str:
@@ -66,6 +67,9 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
     status, reason = outcome(state, context)
     report = build_report(state, status, reason, context.policy, sandbox=context.sandbox)
+    turns = TurnLog(context)
+    turns.outcome(state)  # the last candidate's result; no coder turn follows it
+    turns.finished(status, reason, ((state.get("best") or {}).get("candidate") or {}).get("id"))
     if context.out_dir:
         write_outputs(context.out_dir, state, report)
     return {

@@ -70,6 +70,7 @@ class LLMPolicy:
         self._offline_factory = offline_factory
         self._environ = environ
         self._offline: tuple[Any, str] | None = None
+        self.last_exchange: dict[str, Any] | None = None  # the coder's last messages and raw answer
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -171,6 +172,7 @@ class LLMPolicy:
             recorder.record(started, "failed", str(exc))
             raise
         content = message.content if isinstance(message.content, str) else str(message.content)
+        self.last_exchange = {"messages": list(messages), "answer": content}  # read by nodes.support.turn_log
         finish_reason = (message.response_metadata or {}).get("finish_reason")
         try:
             program = extract_program(content, finish_reason)
