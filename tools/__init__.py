@@ -1,5 +1,16 @@
 """What the agents call: problem loading, builds, the isolated evaluation worker, checks, profilers.
 
-Everything in this package that runs on the GPU machine (the worker and what it imports) needs only
-torch and the standard library.
+| where | what | may import |
+|---|---|---|
+| `worker/` | the child process that builds, checks, times and profiles one candidate | torch, stdlib, `protocol`, `process`, `build/` |
+| `build/` | the cached `load_inline` and the direct builder | torch, stdlib, `process`, `worker.kernel_names` |
+| `checks/` | the static hack checks and the one verdict (`hack_report`) | stdlib, `protocol`, `worker.kernel_names` |
+| `profilers/` | Nsight Compute, Nsight Systems, the system timeline, the profiled driver | stdlib, `process`, the island |
+| `protocol.py` | the JSON wire format between parent and worker, findings included | stdlib |
+| `process.py` | child processes: group kills, capped logs, atomic JSON files | stdlib |
+| `evaluate.py` | the parent side: one request in a fresh, killable worker; the speed-of-light judgement | stdlib, `protocol`, `process`, `roofline` |
+| `problem.py`, `roofline.py`, `baselines.py` | problem files and suites; device ceilings; PyTorch baselines | parent side |
+
+The worker island (`worker/` and `build/`) is what runs on the GPU machine next to untrusted code:
+it needs nothing beyond torch and the standard library (tests/tools/test_layout.py checks that).
 """

@@ -45,11 +45,13 @@ from typing import Any
 import torch
 
 from tools.build import default_cache_dir
-from tools.evaluate import read_json, wait_then_kill_group
-from tools.problem import ProblemError, exec_problem_source
+from tools.process import read_json, wait_then_kill_group, write_atomic
 from tools.protocol import json_safe
 from tools.sandbox import Sandbox, SandboxSettings
-from tools.worker import correctness, gpu_lock, timing
+from tools.worker import gpu_lock, timing
+from tools.worker.compare import PRECISIONS
+from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
+from tools.worker.loading import ProblemError, exec_problem_source
 
 MODES: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
 COMPILE_MODES: tuple[str, ...] = MODES[1:]
@@ -57,8 +59,6 @@ CACHE_FILE = "baselines.json"
 COMPILE_WARMUP = 3  # untimed calls that absorb compilation, autotuning and CUDA-graph recording
 DEFAULT_TIMEOUT_S = 1800.0
 BUDGET_SHARE = 0.8  # of the time left that one mode's timed loop may use
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 class BaselineError(Exception):
@@ -205,7 +205,7 @@ def measure_mode(
         with torch.no_grad():  # the grad mode of the timed calls: they hit this graph, no recompiling
             output = None
             for _ in range(COMPILE_WARMUP):
-                output = fn(*correctness.clone_inputs(inputs))
+                output = fn(*clone_inputs(inputs))
             _sync(device)
         entry["compile_s"] = round(time.perf_counter() - started, 3)
         if reference_output is not None:
@@ -229,20 +229,20 @@ def _load(request: dict[str, Any]) -> Any:
 
 def construct_model(problem: Any, device: torch.device, dtype: torch.dtype, seed: int) -> torch.nn.Module:
     """KernelBench's seeding (the same as the worker's construct for the reference)."""
-    correctness.set_seed(seed)
+    set_seed(seed)
     init = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_init_inputs()]
-    correctness.set_seed(seed)
+    set_seed(seed)
     return problem.Model(*init).to(device=device, dtype=dtype)
 
 
 def draw_problem_inputs(
     problem: Any, device: torch.device, dtype: torch.dtype, request: dict[str, Any]
 ) -> list[Any]:
-    correctness.set_seed(int(request.get("seed", 42)))
+    set_seed(int(request.get("seed", 42)))
     on_device = inputs_on_device(request)
     if dtype == torch.float32:
-        return correctness.draw_inputs(problem.get_inputs, device, on_device)
-    return correctness.draw_inputs(problem.get_inputs, device, on_device, dtype)  # type: ignore[call-arg]
+        return draw_inputs(problem.get_inputs, device, on_device)
+    return draw_inputs(problem.get_inputs, device, on_device, dtype)  # type: ignore[call-arg]
 
 
 def _validate(request: dict[str, Any]) -> tuple[list[str], torch.device, torch.dtype]:
@@ -258,11 +258,11 @@ def _validate(request: dict[str, Any]) -> tuple[list[str], torch.device, torch.d
     if kind not in ("cuda", "cpu"):
         raise BaselineError("runtime_error", f"bad request: unknown device {kind!r} (cuda or cpu)")
     precision = request.get("precision", "fp32")
-    if precision not in PRECISION_DTYPES:
+    if precision not in PRECISIONS:
         raise BaselineError("runtime_error", f"bad request: unknown precision {precision!r}")
     if kind == "cuda" and not torch.cuda.is_available():
         raise BaselineError("no_gpu", "no CUDA device here (torch.cuda.is_available() is False)")
-    return modes, torch.device(kind), PRECISION_DTYPES[precision]
+    return modes, torch.device(kind), PRECISIONS[precision]
 
 
 def run_request(
@@ -321,7 +321,7 @@ def _run(
     lock = gpu_lock.lock_path(path.parent, device.type)
     with torch.no_grad(), gpu_lock.exclusive(lock):
         if any(m != "eager" for m in todo):
-            reference_output = model(*correctness.clone_inputs(inputs))
+            reference_output = model(*clone_inputs(inputs))
             _sync(device)
     failed = []
     for index, mode in enumerate(todo):
@@ -480,12 +480,6 @@ def _measure_in(
     return answer
 
 
-def _write_json(path: str, value: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    Path(tmp).write_text(json.dumps(value, allow_nan=False))
-    os.replace(tmp, path)
-
-
 # ----------------------------------------------------------------------------------------------
 # Command line: the protocol, or a whole suite for the lead
 # ----------------------------------------------------------------------------------------------
@@ -583,10 +577,14 @@ def main(argv: list[str] | None = None) -> int:
             "baselines": {},
         }
     else:
-        progress = (lambda partial: _write_json(args.progress, partial)) if args.progress else None
+        progress = (
+            (lambda partial: write_atomic(args.progress, json.dumps(partial, allow_nan=False)))
+            if args.progress
+            else None
+        )
         response = run_request(request, progress)
     if args.response:
-        _write_json(args.response, response)
+        write_atomic(args.response, json.dumps(response, allow_nan=False))
     else:
         os.write(answer_fd, json.dumps(response).encode() + b"\n")
     return 0

@@ -4,122 +4,46 @@ Why: the graph must survive whatever a candidate does. The worker runs as `pytho
 in a new session (its own process group, so the compiler and anything the candidate spawns die with
 it), with a private temp directory as TMPDIR and TORCH_EXTENSIONS_DIR, and under a wall-time
 limit, inside the sandbox (tools.sandbox: an allowlisted environment, no network, a filesystem
-policy, rlimits; what it refuses comes back as `sandbox_violation` findings). Its stdout and stderr are drained by a thread into a capped log (the head on disk, the tail
-in memory), so a candidate printing in a loop costs neither memory nor disk. Candidate failures of
-every kind come back as a status; `evaluate` itself never raises for them. Standard library only.
+policy, rlimits; what it refuses comes back as `sandbox_violation` findings). Its stdout and stderr
+are drained by a thread into a capped log (the head on disk, the tail in memory), so a candidate printing in a loop costs neither memory nor disk. Candidate failures of
+every kind come back as a status; `evaluate` itself never raises for them.
+
+The worker reports what it measured; judging a time against the physical floor (`impossible_speed`,
+from tools.roofline) happens here, so the worker island needs nothing beyond torch. `prebuild` runs
+several build-only requests at once. Standard library only (as are tools.process, tools.protocol,
+tools.roofline and tools.sandbox).
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tools.protocol import EvalRequest, EvalResponse
+from tools.process import (
+    CappedLog,
+    available_cpus,
+    drain,
+    read_json,
+    signal_name,
+    wait_then_kill_group,
+)
+from tools.protocol import EvalRequest, EvalResponse, Finding, finding
+from tools.roofline import work_floor_ms
 from tools.sandbox import Sandbox, SandboxSettings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TIMEOUT_S = 600.0
-LOG_HEAD_BYTES = 1 << 20  # kept on disk
-LOG_TAIL_BYTES = 16 << 10  # kept in memory
-TAIL_CHARS = 4000  # returned in the response
-
-
-class CappedLog:
-    """Keeps the first LOG_HEAD_BYTES in a file and the last LOG_TAIL_BYTES in memory."""
-
-    def __init__(
-        self, path: Path, head_bytes: int = LOG_HEAD_BYTES, tail_bytes: int = LOG_TAIL_BYTES
-    ) -> None:
-        self.path = path
-        self.head_bytes = head_bytes
-        self.written = 0
-        self.total = 0
-        self.tail: collections.deque[bytes] = collections.deque()
-        self.tail_size = 0
-        self.tail_bytes = tail_bytes
-        self._file = open(path, "wb")  # noqa: SIM115 - lives as long as the log; close() closes it
-
-    def write(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        if self.written < self.head_bytes:
-            part = chunk[: self.head_bytes - self.written]
-            self._file.write(part)
-            self._file.flush()
-            self.written += len(part)
-        self.tail.append(chunk)
-        self.tail_size += len(chunk)
-        while self.tail_size - len(self.tail[0]) >= self.tail_bytes:
-            self.tail_size -= len(self.tail.popleft())
-
-    def close(self) -> None:
-        if self.total > self.written:
-            self._file.write(f"\n[... {self.total - self.written} more bytes not kept ...]\n".encode())
-        self._file.close()
-
-    def tail_text(self, chars: int = TAIL_CHARS) -> str:
-        """The last `chars` bytes of output as text, saying how much came before."""
-        data = b"".join(self.tail)[-chars:]
-        text = data.decode(errors="replace")
-        before = self.total - len(data)
-        return f"[... {before} bytes before ...]\n{text}" if before > 0 else text
-
-
-def _drain(stream: Any, log: CappedLog) -> None:
-    fd = stream.fileno()
-    while True:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        log.write(chunk)
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL a process group (the child started with start_new_session=True and all it spawned)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def wait_then_kill_group(proc: subprocess.Popen[Any], timeout_s: float) -> bool:
-    """Wait up to timeout_s, then end the child's whole group either way; True when it timed out.
-
-    Killing the group even after a clean exit ends whatever the child left running behind it.
-    """
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        kill_group(proc.pid)
-        proc.wait()
-    return timed_out
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from a file, or None when it is missing, unreadable or not an object."""
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
+SOL_SLACK = 0.05  # a timed call may not beat the speed-of-light floor by more than this share
+SOL_SLACK_MS = 0.002  # ... plus the CUDA events' resolution
 
 
 def _worker_env(tmp: Path) -> dict[str, str]:
@@ -199,12 +123,12 @@ def _evaluate_in(
         message = f"cannot start the worker ({python}): {exc}"
         return EvalResponse(status="crashed", message=message, phase="starting the worker", seconds=0.0)
     assert proc.stdout is not None
-    drain = threading.Thread(target=_drain, args=(proc.stdout, log), daemon=True)
-    drain.start()
+    drain_thread = threading.Thread(target=drain, args=(proc.stdout, log), daemon=True)
+    drain_thread.start()
     try:
         timed_out = wait_then_kill_group(proc, limit)  # also ends whatever the candidate left running
     finally:
-        drain.join(timeout=5)
+        drain_thread.join(timeout=5)
         proc.stdout.close()
         log.close()
     seconds = round(time.monotonic() - started, 3)
@@ -220,7 +144,7 @@ def _evaluate_in(
         response = {**partial, "status": "timeout", "message": f"timed out after {limit:g} s while {phase}"}
     elif response is None:
         if proc.returncode < 0:
-            how = f"died with {_signal_name(proc.returncode)}"
+            how = f"died with {signal_name(proc.returncode)}"
         else:
             how = f"exited with code {proc.returncode} without an answer"
         last = [line for line in log.tail_text(1500).splitlines() if line.strip()][-12:]
@@ -232,4 +156,60 @@ def _evaluate_in(
     response["phase"] = response.get("phase") or phase
     response["seconds"] = seconds
     response["stdout_tail"] = log.tail_text()
+    impossible = speed_of_light_findings(request, response)  # type: ignore[arg-type]
+    if impossible:
+        response["findings"] = [*response.get("findings", []), *impossible]
     return response  # type: ignore[return-value]
+
+
+def speed_of_light_findings(request: EvalRequest, response: EvalResponse) -> list[Finding]:
+    """`impossible_speed` when the fastest timed call beat the physical floor of the request's work.
+
+    The floor is the request's sol_ms, else the one tools.roofline derives from its work figures and
+    the response's GPU. Judged here, on the parent side, so the worker needs no roofline.
+    """
+    stats = response.get("timing", {}).get("candidate")
+    if not stats or "min_ms" not in stats:
+        return []
+    sol_ms = float(request["sol_ms"]) if request.get("sol_ms") else None
+    if sol_ms is None:
+        work = (int(request.get("work_flops") or 0), int(request.get("work_bytes") or 0))
+        sol_ms = work_floor_ms(work, response.get("device") or "cpu")
+    if not sol_ms or stats["min_ms"] >= sol_ms * (1.0 - SOL_SLACK) - SOL_SLACK_MS:
+        return []
+    evidence = (
+        f"a timed call took {stats['min_ms']:.4g} ms, below the speed-of-light floor of "
+        f"{sol_ms:.4g} ms: the work did not happen inside the timed window"
+    )
+    return [finding("impossible_speed", "error", evidence)]
+
+
+def prebuild(
+    candidate_sources: Sequence[str],
+    *,
+    arch: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
+    timeout_s: float = 600.0,
+) -> list[EvalResponse]:
+    """Build independent candidates' extensions at once, each in its own worker (action "build").
+
+    Why: compiling is CPU work and candidates are untrusted code, so each one is executed in its own
+    killable worker process; with the cache filled, their later verification only imports. Returns the
+    workers' responses in input order (status "passed" when every extension built). cache_dir: the
+    build cache (default: the worker's, tools.build.default_cache_dir()).
+    """
+    workers = max(1, jobs or min(len(candidate_sources), available_cpus()))
+
+    def one(source: str) -> EvalResponse:
+        request = EvalRequest(action="build", candidate_source=source)
+        if cache_dir:
+            request["cache_dir"] = str(cache_dir)
+        if arch:
+            request["arch"] = arch
+        return evaluate(request, timeout_s=timeout_s)
+
+    if not candidate_sources:
+        return []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, candidate_sources))

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import traceback
-import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,38 +22,12 @@ from typing import Any
 import torch
 from torch import nn
 
-REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+from tools.worker.loading import ProblemError, error_line, exec_problem_source, one_line
+
 LEVEL_NAMES = ("level1", "level2", "level3", "level4")
 PROBLEM_FILE_PATTERN = re.compile(r"^(\d+)_(.+)\.py$")
 CPU_FALLBACK_LIMIT_BYTES = 4 << 30
 """A real CPU run (for ops without meta support) is refused when the inputs exceed this."""
-MAX_DETAIL_CHARS = 300
-
-
-class ProblemError(Exception):
-    """A problem file that cannot be used; str() is one line naming the file and the problem."""
-
-
-def exec_problem_source(source: str, name: str, filename: str = "<problem>") -> types.ModuleType:
-    """Execute a problem's source as a fresh module and check it defines the KernelBench names."""
-    module = types.ModuleType(f"stitch_problem_{name}")
-    module.__file__ = filename
-    try:
-        code = compile(source, filename, "exec")
-    except SyntaxError as exc:
-        raise ProblemError(f"{filename}: syntax error at line {exc.lineno}: {exc.msg}") from None
-    try:
-        exec(code, module.__dict__)
-    except Exception as exc:  # the reference's own top-level code failed
-        raise ProblemError(
-            f"{filename}: executing the file raised {type(exc).__name__}{_where(exc, filename)}: {_one_line(exc)}"
-        ) from None
-    missing = [n for n in REQUIRED_NAMES if not callable(module.__dict__.get(n))]
-    if missing:
-        raise ProblemError(
-            f"{filename}: missing {', '.join(missing)} (KernelBench format needs {', '.join(REQUIRED_NAMES)})"
-        )
-    return module
 
 
 def problem_name_from_path(path: str | Path) -> str:
@@ -129,7 +101,7 @@ def load_problem(path: str | Path) -> ProblemInfo:
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{file}: cannot be read as UTF-8 text: {_one_line(exc)}") from None
+        raise ProblemError(f"{file}: cannot be read as UTF-8 text: {one_line(exc)}") from None
     level = file.parent.name if file.parent.name in LEVEL_NAMES else None
     try:
         init_inputs, inputs, outputs = _run(source, file, torch.device("meta"))
@@ -222,7 +194,7 @@ def _run(
         if device.type == "meta" and _is_meta_unsupported(exc):
             return _MetaUnsupported(input_bytes[0])
         return ProblemError(
-            f"{filename}: {stage} raised {type(exc).__name__}{_where(exc, filename)}: {_one_line(exc)}"
+            f"{filename}: {stage} raised {type(exc).__name__}{error_line(exc, filename)}: {one_line(exc)}"
         )
 
     with torch.random.fork_rng(devices=[]), torch.no_grad(), device:
@@ -292,15 +264,3 @@ def _output_specs(result: Any, filename: str) -> list[TensorInfo]:
     raise ProblemError(
         f"{filename}: forward returned a value of type {kinds}, expected a tensor or a tuple of tensors"
     )
-
-
-def _where(exc: BaseException, filename: str) -> str:
-    """' at line N' for the deepest traceback frame inside the problem file, else ''."""
-    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == filename]
-    return f" at line {lines[-1]}" if lines else ""
-
-
-def _one_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception message, shortened: errors must stay one line."""
-    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "") or repr(exc)
-    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 3] + "..."

@@ -4,13 +4,15 @@ The worker (`python -m tools.worker --request REQ.json --response RESP.json`) re
 object as JSON (from stdin without --request) and writes one response object as JSON (to stdout
 without --response). Both sides import only this module and the standard library for the wire
 format, so the worker runs on any CUDA box with torch, and a remote or distributed worker can speak
-the same protocol.
+the same protocol. A `Finding` is a wire type too: the worker's dynamic checks and the parent's static
+checks (tools.checks) speak it, and `merge` joins their lists.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, TypedDict
+from collections.abc import Iterable
+from typing import Any, Literal, TypedDict, cast
 
 Action = Literal["verify", "profile", "build"]
 """verify: build, check correctness, time (candidate and eager reference);
@@ -59,7 +61,7 @@ class EvalRequest(TypedDict, total=False):
     precision: Literal["fp32", "fp16", "bf16"]  # models and floating inputs cast to it (default fp32)
     sol_ms: float  # a physical floor (ms: peak rates, compulsory reads); faster calls: impossible_speed
     work_flops: int  # the problem's FLOPs and compulsory bytes (the planner's fx analysis): without sol_ms,
-    work_bytes: int  # the worker derives the floor from them and its GPU's ceilings (tools.roofline.floor_ms)
+    work_bytes: int  # tools.evaluate derives the floor from them and the GPU's ceilings (tools.roofline)
     timing_input_sets: int  # strict: input sets rotated over timed calls (default 4, fewer if memory is low)
     dynamic_checks: bool  # profile-based hack checks and operator coverage (default: on in strict mode)
 
@@ -128,10 +130,36 @@ class ProfileInfo(TypedDict, total=False):
     reference: dict[str, Any]  # the same fields for the reference, when asked
 
 
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
+"""info: context that does not change the verdict; warning: a reviewer must look; error: a cheat."""
+
+
 class Finding(TypedDict):
+    """One named observation about a program, static (tools.checks) or dynamic (the worker)."""
+
     id: str  # e.g. "off_stream_work", "pytorch_fallback" (tools.checks lists the static ones)
     severity: Literal["info", "warning", "error"]
     evidence: str
+
+
+def finding(id_: str, severity: str, evidence: str) -> Finding:
+    """One named finding (severity is info, warning or error)."""
+    if severity not in SEVERITIES:
+        raise ValueError(f"unknown severity {severity!r}")
+    return cast(Finding, {"id": id_, "severity": severity, "evidence": evidence})
+
+
+def merge(*groups: Iterable[Finding]) -> list[Finding]:
+    """Concatenate finding lists, dropping exact duplicates (same id, severity and evidence)."""
+    seen: set[tuple[str, str, str]] = set()
+    merged: list[Finding] = []
+    for group in groups:
+        for item in group:
+            key = (item.get("id", ""), item.get("severity", ""), item.get("evidence", ""))
+            if key not in seen:
+                seen.add(key)
+                merged.append(cast(Finding, dict(item)))
+    return merged
 
 
 class EvalResponse(TypedDict, total=False):

@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from tools.process import repo_env
+
 CACHE_ENV = "STITCHCUDA_CEILINGS"
 HIGH_THROUGHPUT_PCT = 60.0  # Nsight Compute's "high throughput" line for SOL breakdowns
 SHORT_KERNEL_NS = 5_000.0  # shorter kernels cannot fill an H100/H200 class GPU (launch + ramp-up)
@@ -179,6 +181,15 @@ def floor_ms(flops: int, nbytes: int, ceilings: Ceilings) -> float:
     return FLOOR_SHARE * max(memory, compute) * 1e3
 
 
+def work_floor_ms(work: tuple[int, int], gpu: str) -> float | None:
+    """The physical floor for (FLOPs, bytes) on `gpu`, or None without work figures or known ceilings."""
+    flops, nbytes = work
+    ceilings = known_ceilings(gpu)
+    if ceilings is None or (flops <= 0 and nbytes <= 0):
+        return None
+    return floor_ms(flops, nbytes, ceilings)
+
+
 # ----------------------------------------------------------------------------------------------
 # Kernel classification
 # ----------------------------------------------------------------------------------------------
@@ -303,12 +314,9 @@ def measure_in_subprocess(
 ) -> Ceilings | None:
     """Measure in a child process (the caller's process need not touch CUDA); None when it cannot."""
     command = [python, "-m", "tools.roofline", "--measure"] + (["--cache", str(cache)] if cache else [])
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+            command, capture_output=True, text=True, timeout=timeout_s, env=repo_env(), check=False
         )
         return Ceilings.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError):

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from tools import roofline
-from tools.evaluate import kill_group, wait_then_kill_group
+from tools.process import kill_group, wait_then_kill_group
 from tools.profilers import ncu as ncu_tool
 from tools.profilers import nsys as nsys_tool
-from tools.profilers.system_profile import (
+from tools.profilers.launch import (
     DEFAULT_ITERS,
     DEFAULT_WARMUP,
     DriverFiles,
@@ -45,9 +45,9 @@ from tools.profilers.system_profile import (
     meta_failure,
     read_meta,
     run_tool,
-    torch_profile,
-    unavailable,
 )
+from tools.profilers.system_profile import torch_profile
+from tools.profilers.timeline import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 ESTIMATE_S = {"ncu": 15.0, "nsys": 18.0, "torch": 10.0, "ceilings": 10.0}  # until one of each ran

@@ -1,7 +1,7 @@
 """The adversarial suite on a GPU: every cheat caught, every honest program passing (skips without CUDA).
 
 Each candidate in tests/candidates/{adversarial,honest} declares `# harness-expect: problem=...
-static=... strict=...`. Here each one runs through real worker processes in strict mode (the
+static=... strict=...` (read with tests/support/candidates.py, which also splices in a shared base). Here each one runs through real worker processes in strict mode (the
 default) and in KernelBench mode; a table shows, per candidate, the static verdict, the strict
 status and findings, the operator coverage and whether KernelBench's own rules were fooled.
 
@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 import torch
+from support.candidates import candidate_source, expectation
 
 from tools.checks import static_findings, verdict
 from tools.evaluate import evaluate
@@ -60,19 +61,13 @@ PARALLEL = int(os.environ.get("STITCHCUDA_TEST_PARALLEL", "6"))  # builds overla
 ONLY = re.compile(os.environ.get("STITCHCUDA_ADV_ONLY", ""))
 
 
-def expectation(path: Path) -> dict[str, str]:
-    match = re.search(r"^# harness-expect: (.*)$", path.read_text(), re.M)
-    assert match, path
-    return dict(item.split("=", 1) for item in match.group(1).split())
-
-
 def request(path: Path, mode: str, cache_dir: Path) -> EvalRequest:
     problem = expectation(path)["problem"]
     return EvalRequest(
         action="verify",
         problem_name=problem,
         problem_source=(PROBLEMS / f"{problem}.py").read_text(),
-        candidate_source=path.read_text(),
+        candidate_source=candidate_source(path),
         device="cuda",
         mode=mode,  # type: ignore[typeddict-item]
         perf_trials=PERF_TRIALS,
@@ -105,7 +100,7 @@ def judge(result: dict[str, Any]) -> tuple[bool, str]:
     """(ok, why) for one candidate against its declared expectation."""
     path: Path = result["path"]
     expect = expectation(path)
-    static = static_findings(path.read_text())
+    static = static_findings(candidate_source(path))
     strict = result["strict"]
     dynamic = strict.get("findings") or []
     errors = {f["id"] for f in dynamic if f["severity"] == "error"}
@@ -139,7 +134,7 @@ def table(results: list[dict[str, Any]]) -> str:
         coverage = strict.get("operator_coverage")
         dynamic = sorted({f["id"] for f in strict.get("findings") or [] if f["severity"] != "info"})
         lines.append(
-            f"{path.stem[:28]:<28} {path.parent.name:<11} {verdict(static_findings(path.read_text())):<10} "
+            f"{path.stem[:28]:<28} {path.parent.name:<11} {verdict(static_findings(candidate_source(path))):<10} "
             f"{strict['status']:<13} {'' if coverage is None else f'{coverage:.2f}':>5} "
             f"{strict.get('timing', {}).get('candidate_ms', float('nan')):>9.4g} {kb['status']:<13} "
             f"{kb.get('timing', {}).get('candidate_ms', float('nan')):>8.4g}  {'yes' if ok else 'NO '} "
@@ -192,15 +187,17 @@ def test_honest_programs_time_in_the_same_range_in_both_modes(results: list[dict
         assert not r["strict"]["timing"]["candidate"]["off_stream"], r["path"].stem
 
 
-def test_check_cli_end_to_end(results: list[dict[str, Any]], cache_dir: Path) -> None:
+def test_check_cli_end_to_end(results: list[dict[str, Any]], cache_dir: Path, tmp_path: Path) -> None:
     if not ONLY.search("relu_vectorized"):
         pytest.skip("the selected subset leaves the CLI run out")
     env = {**os.environ, "STITCHCUDA_CACHE": str(cache_dir)}
     problem = str(PROBLEMS / "relu.py")
     runs = {}
     for name in ("honest/relu_vectorized.py", "adversarial/noop_kernel.py"):
+        program = tmp_path / Path(name).name  # the whole program, shared base spliced in
+        program.write_text(candidate_source(CANDIDATES / name))
         done = subprocess.run(
-            [sys.executable, "-m", "graph.cli", "check", str(CANDIDATES / name), "--problem", problem],
+            [sys.executable, "-m", "graph.cli", "check", str(program), "--problem", problem],
             cwd=REPO,
             env=env,
             capture_output=True,

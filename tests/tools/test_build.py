@@ -130,12 +130,12 @@ def test_cache_key_is_stable_and_sensitive() -> None:
 
 
 def test_flags_add_the_arch_only_when_the_program_gave_none() -> None:
-    flags = build._effective_flags([], ["-O3"], [], [], with_cuda=True, arch="sm_90", source_count=2)
+    flags = build.effective_flags([], ["-O3"], [], [], with_cuda=True, arch="sm_90", source_count=2)
     assert "-gencode=arch=compute_90,code=sm_90" in flags.cuda_cflags
     assert flags.env["TORCH_CUDA_ARCH_LIST"] == "9.0"
-    given = build._effective_flags([], ["-arch=sm_80"], [], [], with_cuda=True, arch="sm_90", source_count=2)
+    given = build.effective_flags([], ["-arch=sm_80"], [], [], with_cuda=True, arch="sm_90", source_count=2)
     assert not any(f.startswith("-gencode") for f in given.cuda_cflags)
-    cpu_only = build._effective_flags([], [], [], [], with_cuda=False, arch="sm_90", source_count=1)
+    cpu_only = build.effective_flags([], [], [], [], with_cuda=False, arch="sm_90", source_count=1)
     assert cpu_only.cuda_cflags == [] and "TORCH_CUDA_ARCH_LIST" not in cpu_only.env
     include, lib = build.pip_cuda_dirs()
     if include is not None:

@@ -7,12 +7,13 @@ whole suite, dynamic part included, runs on the GPU in tests/gpu/test_adversaria
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import has_cuda
+from support.candidates import candidate_source, expectation
 
 from tools import checks
 from tools.checks import static_findings, verdict
@@ -22,13 +23,6 @@ ADVERSARIAL = REPO / "tests" / "candidates" / "adversarial"
 HONEST = REPO / "tests" / "candidates" / "honest"
 EXAMPLE = REPO / "docs" / "examples" / "relu_solution.py"
 FALLBACK_IDS = {"pytorch_fallback", "torch_ops_in_cpp", "no_custom_kernel"}
-
-
-def expectation(path: Path) -> dict[str, str]:
-    """The candidate's `# harness-expect: key=value ...` line as a dict."""
-    match = re.search(r"^# harness-expect: (.*)$", path.read_text(), re.M)
-    assert match, f"{path.name} declares no expectation"
-    return dict(item.split("=", 1) for item in match.group(1).split())
 
 
 def ids(findings: list[dict[str, str]], severity: str | None = None) -> set[str]:
@@ -48,13 +42,13 @@ def test_the_suite_is_large_enough() -> None:
 
 @pytest.mark.parametrize("path", ADVERSARIAL_FILES, ids=lambda p: p.stem)
 def test_adversarial_candidate_gets_its_declared_static_verdict(path: Path) -> None:
-    findings = static_findings(path.read_text())
+    findings = static_findings(candidate_source(path))
     assert verdict(findings) == expectation(path)["static"], findings
 
 
 @pytest.mark.parametrize("path", HONEST_FILES, ids=lambda p: p.stem)
 def test_honest_candidate_has_no_error_and_only_fallback_warnings(path: Path) -> None:
-    findings = static_findings(path.read_text())
+    findings = static_findings(candidate_source(path))
     assert not ids(findings, "error"), findings
     assert ids(findings, "warning") <= FALLBACK_IDS
     assert verdict(findings) == expectation(path)["static"]
@@ -297,3 +291,14 @@ def test_cli_check_static_only_exit_codes_and_json() -> None:
     assert json.loads(hacked.stdout)["verdict"] == "hacked"
     missing = run_check(str(ADVERSARIAL / "nope.py"), "--problem", problem, "--static-only")
     assert missing.returncode == 2 and "nope.py" in missing.stderr
+
+
+def test_cli_check_without_a_gpu_runs_the_static_part_and_says_so() -> None:
+    if has_cuda():
+        pytest.skip("checks the answer on a machine without a GPU")
+    worker = REPO / "tests" / "candidates" / "worker"
+    done = run_check(str(worker / "tf32_switch.py"), "--problem", str(worker / "affine_problem.py"))
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["verdict"] == "hacked"
+    skipped = next(f for f in report["findings"] if f["id"] == "dynamic_checks_skipped")
+    assert skipped["severity"] == "info" and "GPU" in skipped["evidence"]

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from tools import build
+from tools.evaluate import prebuild
 
 REPO = Path(__file__).resolve().parents[2]
 AFFINE = REPO / "tests" / "candidates" / "worker" / "affine_ok.py"
@@ -62,11 +63,11 @@ def test_include_prefix_stops_at_the_first_other_line() -> None:
 
 
 def test_pch_only_for_pybind11_bindings_without_torch_headers(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert build._pch_wanted(["pybind11/pybind11.h", "cstdint"])
-    assert not build._pch_wanted(["cstdint", "string"])  # nothing heavy to save
-    assert not build._pch_wanted(["torch/extension.h", "pybind11/pybind11.h"])
+    assert build.pch_wanted(["pybind11/pybind11.h", "cstdint"])
+    assert not build.pch_wanted(["cstdint", "string"])  # nothing heavy to save
+    assert not build.pch_wanted(["torch/extension.h", "pybind11/pybind11.h"])
     monkeypatch.setenv(build.PCH_ENV, "0")
-    assert not build._pch_wanted(["pybind11/pybind11.h"])
+    assert not build.pch_wanted(["pybind11/pybind11.h"])
 
 
 def test_inline_sources_match_torch_load_inline_layout() -> None:
@@ -90,7 +91,7 @@ def test_inline_sources_match_torch_load_inline_layout() -> None:
 
 def test_torch_plan_has_torchs_flags_and_leaner_link(tmp_path: Path) -> None:
     (tmp_path / "main.cpp").write_text(AFFINE_CPP)
-    flags = build._effective_flags(["-O1"], [], [], [], with_cuda=False, arch=None, source_count=1)
+    flags = build.effective_flags(["-O1"], [], [], [], with_cuda=False, arch=None, source_count=1)
     plan = build.torch_build_plan(str(tmp_path), "ext_x", [str(tmp_path / "main.cpp")], flags, False)
     assert "-DTORCH_EXTENSION_NAME=ext_x" in plan.cflags and "-fPIC" in plan.cflags and "-O1" in plan.cflags
     assert any(f.startswith("-std=") for f in plan.cflags)
@@ -263,11 +264,11 @@ def test_prebuild_builds_candidates_in_their_own_workers(
     program = AFFINE.read_text()
     sources = [program.replace("stitch_affine_test", f"stitch_pre_{i}") for i in range(2)]
     sources.append(program.replace("yp[i] = ", "yq[i] = ").replace("stitch_affine_test", "stitch_pre_bad"))
-    first = build.prebuild(sources, cache_dir=tmp_path, jobs=3, timeout_s=300)
+    first = prebuild(sources, cache_dir=tmp_path, jobs=3, timeout_s=300)
     assert [r["status"] for r in first] == ["passed", "passed", "build_error"]
     assert all(not r["build"]["cached"] for r in first[:2])
     assert first[0]["build"]["extensions"] != first[1]["build"]["extensions"]
-    again = build.prebuild(sources[:2], cache_dir=tmp_path)
+    again = prebuild(sources[:2], cache_dir=tmp_path)
     assert all(r["status"] == "passed" and r["build"]["cached"] for r in again)
 
 

@@ -1,4 +1,4 @@
-"""tools.profilers.nsys and tools.profilers.system_profile on the CPU: CSV reports -> per-forward system summary.
+"""tools.profilers.nsys, timeline and system_profile on the CPU: CSV reports -> per-forward system summary.
 
 Fixtures: tests/fixtures/profiles/nsys (nsys stats CSVs of the relu_both and host_sync recordings, real
 from an H200 with nsys 2025.3.1) and .../torch (a real PyTorch-profiler Chrome trace of the host_sync
@@ -12,8 +12,18 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from tools.profilers import nsys, system_profile
-from tools.profilers.system_profile import Span, Timeline, summarize, timeline_from_chrome_trace
+from tools.profilers import launch, nsys, system_profile
+from tools.profilers.timeline import (
+    ApiCall,
+    GpuActivity,
+    Span,
+    Timeline,
+    copy_kind,
+    format_summary,
+    summarize,
+    timeline_from_chrome_trace,
+    unavailable,
+)
 
 PROFILES = FIXTURES / "profiles"
 OWN = ["stitch_ew_vec_kernel", "stitch_ew_vec2_kernel", "stitch_ew_scalar_kernel"]
@@ -154,8 +164,6 @@ def test_pytorch_profiler_trace_gives_the_program_level_summary() -> None:
 
 
 def test_stragglers_of_the_warm_up_do_not_count_in_the_range() -> None:
-    from tools.profilers.system_profile import ApiCall, GpuActivity
-
     timeline = Timeline(
         activities=[
             GpuActivity("kernel", "warm", 100, 50, correlation=1),  # launched before the range
@@ -176,10 +184,10 @@ def test_stragglers_of_the_warm_up_do_not_count_in_the_range() -> None:
 
 
 def test_copy_directions_are_read_from_either_tools_names() -> None:
-    assert system_profile.copy_kind("[CUDA memcpy Host-to-Device]") == "HtoD"
-    assert system_profile.copy_kind("Memcpy DtoH (Device -> Pageable)") == "DtoH"
-    assert system_profile.copy_kind("[CUDA memset]") == "memset"
-    assert system_profile.copy_kind("[CUDA memcpy Peer-to-Peer]") == "PtoP"
+    assert copy_kind("[CUDA memcpy Host-to-Device]") == "HtoD"
+    assert copy_kind("Memcpy DtoH (Device -> Pageable)") == "DtoH"
+    assert copy_kind("[CUDA memset]") == "memset"
+    assert copy_kind("[CUDA memcpy Peer-to-Peer]") == "PtoP"
 
 
 def test_record_and_stats_commands(tmp_path: Path) -> None:
@@ -205,11 +213,9 @@ def test_a_qdstrm_without_importer_is_a_reason_not_a_crash(tmp_path: Path) -> No
 
 
 def test_format_summary_is_one_line() -> None:
-    line = system_profile.format_summary(
-        nsys.summary_from_reports(reports("host_sync"), target="candidate", iters=5)
-    )
+    line = format_summary(nsys.summary_from_reports(reports("host_sync"), target="candidate", iters=5))
     assert "\n" not in line and "GPU busy 18%" in line and "4 host syncs" in line
-    assert "unavailable" in system_profile.format_summary(system_profile.unavailable("nsys", "x", "why"))
+    assert "unavailable" in format_summary(unavailable("nsys", "x", "why"))
 
 
 PROBLEM = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\ndef get_inputs():\n    return [torch.rand(8)]\n\ndef get_init_inputs():\n    return []\n"
@@ -226,24 +232,20 @@ def test_system_profile_without_a_gpu_falls_back_and_says_why(
     summary = system_profile.system_profile(PROBLEM, CANDIDATE, timeout_s=180, keep_dir=tmp_path / "keep")
     assert summary["source"] == "torch_profiler" and summary["status"] == "no_gpu"
     assert "nsys not found" in summary["fallback_reason"]
-    meta = system_profile.read_meta(tmp_path / "keep" / "torch" / "torch-candidate.meta.json")
+    meta = launch.read_meta(tmp_path / "keep" / "torch" / "torch-candidate.meta.json")
     assert meta["status"] == "no_gpu" and meta["target"] == "candidate"
 
 
 def test_driver_reports_a_candidate_that_fails_to_import(tmp_path: Path) -> None:
-    files = system_profile.DriverFiles.write(tmp_path, PROBLEM, "raise ValueError('broken at import')\n", "t")
-    command = system_profile.driver_command(files, target="candidate", mode="range", iters=1, warmup=1)
-    run = system_profile.run_tool(
-        command, timeout_s=180, cwd=tmp_path, env=system_profile.driver_env(tmp_path)
-    )
-    meta = system_profile.read_meta(files.meta)
+    files = launch.DriverFiles.write(tmp_path, PROBLEM, "raise ValueError('broken at import')\n", "t")
+    command = launch.driver_command(files, target="candidate", mode="range", iters=1, warmup=1)
+    run = launch.run_tool(command, timeout_s=180, cwd=tmp_path, env=launch.driver_env(tmp_path))
+    meta = launch.read_meta(files.meta)
     assert run.ok and meta["status"] == "runtime_error" and "broken at import" in meta["message"]
-    assert "runtime_error" in (system_profile.meta_failure(meta, run) or "")
+    assert "runtime_error" in (launch.meta_failure(meta, run) or "")
 
 
 def test_graph_nodes_without_a_launch_call_count_until_the_next_targets_range() -> None:
-    from tools.profilers.system_profile import ApiCall, GpuActivity
-
     nodes = [
         GpuActivity("kernel", "node", 400 + 100 * i, 80, correlation=50) for i in range(4)
     ]  # one graph launch

@@ -9,7 +9,7 @@ from conftest import FIXTURES
 
 from tools import roofline
 from tools.profilers import ncu
-from tools.roofline import Ceilings
+from tools.roofline import Ceilings, work_floor_ms
 
 CEILINGS = Ceilings(
     "Test GPU", copy_bandwidth=4e12, fp32_flops=50e12, tf32_flops=400e12, bf16_flops=800e12, source="measured"
@@ -117,9 +117,7 @@ def test_the_impossible_speed_floor_is_half_the_sol_at_the_fastest_rate(tmp_path
     assert roofline.known_ceilings("Some Future GPU", tmp_path / "none.json") is None
 
 
-def test_the_worker_derives_its_floor_only_for_known_gpus_and_real_work() -> None:
-    from tools.worker.entry import work_floor_ms
-
+def test_the_floor_is_derived_only_for_known_gpus_and_real_work() -> None:
     assert work_floor_ms((0, 8 << 20), "NVIDIA H200") == pytest.approx(
         roofline.floor_ms(0, 8 << 20, roofline.KNOWN["NVIDIA H200"])
     )

@@ -1,4 +1,4 @@
-"""The evaluation worker end to end: real subprocesses, real g++/nvcc builds, C++-only candidates on CPU.
+"""The evaluation worker: real subprocesses, real g++/nvcc builds, C++-only candidates on CPU, and in-process runs.
 
 Every candidate that builds uses the same extension source (tests/candidates/worker/affine_*.py), so
 one cold build (~8-10 s on 2 cores) serves the whole module through the build cache.
@@ -6,7 +6,6 @@ one cold build (~8-10 s on 2 cores) serves the whole module through the build ca
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -15,34 +14,35 @@ from typing import Any
 
 import pytest
 import torch
+from support.worker_requests import affine_request, worker_candidate
 
 from tools import build
-from tools.evaluate import CappedLog, evaluate
+from tools.evaluate import evaluate, speed_of_light_findings
 from tools.protocol import EvalRequest
-from tools.worker import correctness, timing, torch_profile
 from tools.worker import entry as worker
+from tools.worker.guards import snapshot_guards
 
 REPO = Path(__file__).resolve().parents[2]
-CANDIDATES = REPO / "tests" / "candidates" / "worker"
 RELU_SOLUTION = REPO / "docs" / "examples" / "relu_solution.py"
 
 
-def source(name: str) -> str:
-    return (CANDIDATES / name).read_text()
-
-
 def cpu_request(candidate: str, cache_dir: Path, **overrides: Any) -> EvalRequest:
-    request = EvalRequest(
-        action="verify",
-        problem_name="affine",
-        problem_source=source("affine_problem.py"),
-        candidate_source=source(candidate),
-        device="cpu",
-        perf_trials=20,
-        cache_dir=str(cache_dir),
-    )
-    request.update(overrides)  # type: ignore[typeddict-item]
-    return request
+    """A request for tests/candidates/worker/<candidate>."""
+    return affine_request(worker_candidate(candidate), cache_dir, **overrides)
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Undo what a worker run changes in its process: the patched loaders, precision flags, the module."""
+    ce = build.cpp_extension()
+    monkeypatch.setattr(ce, "load_inline", ce.load_inline)
+    monkeypatch.setattr(ce, "load", ce.load)
+    saved = snapshot_guards()
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved["torch.backends.cuda.matmul.allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = saved["torch.backends.cudnn.allow_tf32"]
+    torch.set_float32_matmul_precision(saved["torch.get_float32_matmul_precision()"])
+    sys.modules.pop("stitch_candidate", None)
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def test_cuda_candidate_without_gpu_builds_with_nvcc_then_no_gpu(tmp_path: Path)
     request = EvalRequest(
         action="verify",
         problem_name="relu",
-        problem_source=source("relu_problem.py"),
+        problem_source=worker_candidate("relu_problem.py"),
         candidate_source=RELU_SOLUTION.read_text(),
         device="cuda",
         arch="sm_90",
@@ -242,18 +242,6 @@ def test_worker_reads_stdin_and_answers_on_stdout(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------------------------
 # The worker's steps, in this process (no builds)
 # ----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Undo what a worker run changes in its process: the patched loaders, TF32 flags, the module."""
-    ce = build.cpp_extension()
-    monkeypatch.setattr(ce, "load_inline", ce.load_inline)
-    monkeypatch.setattr(ce, "load", ce.load)
-    flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
-    sys.modules.pop("stitch_candidate", None)
 
 
 def test_run_request_passes_a_pytorch_candidate(in_process: None, tmp_path: Path) -> None:
@@ -296,143 +284,137 @@ def test_bad_requests_get_one_line_errors(
     assert expected in response["message"]
 
 
-# ----------------------------------------------------------------------------------------------
-# Correctness, timing, profiling and the log, as units
-# ----------------------------------------------------------------------------------------------
-
-
-def test_trial_seeds_follow_kernelbench() -> None:
-    torch.manual_seed(42)
-    expected = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(5)]
-    assert correctness.trial_seeds(5, 42) == expected
-    assert len(set(expected)) == 5
-
-
-def test_prepare_inputs_keeps_integers_and_casts_floats() -> None:
-    ints, doubles, mask = torch.arange(4), torch.ones(2, dtype=torch.float64), torch.ones(2, dtype=torch.bool)
-    out = correctness.prepare_inputs([ints, doubles, mask, 3], "cpu")
-    assert [t.dtype for t in out[:3]] == [torch.int64, torch.float32, torch.bool]
-    assert out[3] == 3
-
-
-def test_compare_reports_the_worst_element_and_problems() -> None:
-    ref = torch.zeros(3, 4)
-    new = ref.clone()
-    new[2, 1] = 1e-3
-    result = correctness.compare_tensors(ref, new, 1e-4, 1e-4)
-    assert not result.ok and result.where == "[2, 1]"
-    assert result.max_abs_err == pytest.approx(1e-3) and result.max_rel_err == pytest.approx(10.0, rel=1e-3)
-    nan = ref.clone()
-    nan[0, 0] = float("nan")
-    assert not correctness.compare_tensors(nan, nan.clone(), 1e-4, 1e-4).ok  # like KernelBench
-    assert "shape mismatch" in correctness.compare_tensors(ref, ref.T, 1e-4, 1e-4).problem
-    assert "dtype mismatch" in correctness.compare_tensors(ref, ref.double(), 1e-4, 1e-4).problem
-    pair = correctness.compare_outputs((ref, ref), (ref, new), 1e-4, 1e-4)
-    assert not pair.ok and pair.where == "output[1][2, 1]"
-
-
-class _Scale(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * 2
-
-
-class _ScaleThenZeroInput(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = x * 2
-        x.zero_()  # would corrupt a shared input
-        return y
-
-
-class _RightThenWrong(torch.nn.Module):
-    """Answers correctly on odd calls only: passes one call per trial, not two."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.calls += 1
-        return x * 2 if self.calls % 2 else x * 3
-
-
-def test_check_correctness_clones_inputs_and_strict_catches_nondeterminism() -> None:
-    def get_inputs() -> list[torch.Tensor]:
-        return [torch.rand(8, 8)]
-
-    report = correctness.check_correctness(
-        _Scale(), _ScaleThenZeroInput(), get_inputs, "cpu", trials=3, strict=True
-    )
-    assert report.ok and report.passed == 3
-    assert correctness.check_correctness(_Scale(), _RightThenWrong(), get_inputs, "cpu", trials=1).ok
-    strict = correctness.check_correctness(
-        _Scale(), _RightThenWrong(), get_inputs, "cpu", trials=1, strict=True
-    )
-    assert not strict.ok and "two calls on the same inputs gave different outputs" in strict.message
-    with pytest.raises(correctness.ForwardError, match="ModelNew.forward raised on correctness trial 1"):
-        correctness.check_correctness(_Scale(), torch.nn.Flatten(start_dim=5), get_inputs, "cpu", trials=1)
-
-
-def test_timing_stats_and_budget() -> None:
-    stats = timing.timing_stats([1.0, 2.0, 3.0])
-    assert stats == {"mean_ms": 2.0, "median_ms": 2.0, "std_ms": pytest.approx(0.816497), "min_ms": 1.0,
-                     "max_ms": 3.0, "trials": 3}  # fmt: skip
-    x = torch.rand(4)
-    full = timing.time_forward(_Scale(), [x], "cpu", warmup=1, trials=7)
-    assert full["trials"] == 7 and full["min_ms"] > 0
-
-    def slow(t: torch.Tensor) -> torch.Tensor:
-        time.sleep(0.05)
-        return t
-
-    cut = timing.time_forward(slow, [x], "cpu", warmup=0, trials=100, budget_s=0.2)
-    assert 1 <= cut["trials"] <= 5
-
-
-def test_kernel_base_names_match_global_declarations() -> None:
-    assert torch_profile.kernel_base_name("relu_f4(float4 const*, float4*, long)") == "relu_f4"
-    assert torch_profile.kernel_base_name("void ns::gemm<128, 64>(float const*, float*)") == "gemm"
+def test_worker_strict_and_kernelbench_responses(in_process: None, tmp_path: Path) -> None:
+    source = worker_candidate("torch_ok.py")
+    strict = worker.run_request(affine_request(source, tmp_path, mode="strict", timing_input_sets=3))
+    assert strict["status"] == "passed", strict["message"]
+    assert strict["findings"] == []
+    assert strict["correctness"]["mode"] == "strict" and strict["correctness"]["signed_trial"] == "passed"
     assert (
-        torch_profile.kernel_base_name("void (anonymous namespace)::softmax_warp<float>(float*)")
-        == "softmax_warp"
+        strict["timing"]["candidate"]["method"] == "strict"
+        and strict["timing"]["candidate"]["input_sets"] == 3
     )
-    assert torch_profile.kernel_base_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
+    kb = worker.run_request(affine_request(source, tmp_path, mode="kernelbench"))
+    assert kb["status"] == "passed" and kb["timing"]["candidate"]["method"] == "kernelbench"
+    assert "findings" not in kb and kb["correctness"]["mode"] == "kernelbench"
+    bad = worker.run_request(affine_request(source, tmp_path, mode="lenient"))
+    assert bad["status"] == "runtime_error" and "unknown mode 'lenient'" in bad["message"]
 
 
-def _device_event(name: str, start_us: float, end_us: float) -> Any:
-    from torch.autograd import DeviceType
-    from torch.autograd.profiler_util import FunctionEvent
+PATCH_IN_FORWARD = """
+import torch
+import torch.nn as nn
 
-    return FunctionEvent(
-        id=1, name=name, thread=0, start_us=start_us, end_us=end_us, device_type=DeviceType.CUDA
+
+class ModelNew(nn.Module):
+    def __init__(self, scale, bias):
+        super().__init__()
+        self.scale, self.bias = scale, bias
+
+    def forward(self, x):
+        torch.cuda.Event.elapsed_time = lambda self, end: 0.001
+        return x * self.scale + self.bias
+"""
+
+SLOW_PATH_IMPOSSIBLY_FAST = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale, bias):
+        super().__init__()
+        self.scale, self.bias = scale, bias
+
+    def forward(self, x):
+        return x * self.scale + self.bias
+"""
+
+
+def test_worker_rejects_a_patch_made_inside_forward(in_process: None, tmp_path: Path) -> None:
+    original = torch.cuda.Event.elapsed_time
+    try:
+        response = worker.run_request(affine_request(PATCH_IN_FORWARD, tmp_path, mode="strict"))
+    finally:
+        torch.cuda.Event.elapsed_time = original
+    assert response["status"] == "runtime_error"
+    assert "torch.cuda.Event.elapsed_time" in response["message"]
+    assert [f["id"] for f in response["findings"]] == ["patches_harness"]
+
+
+def test_the_worker_reports_its_times_and_the_parent_judges_the_speed_of_light(
+    in_process: None, tmp_path: Path
+) -> None:
+    request = affine_request(SLOW_PATH_IMPOSSIBLY_FAST, tmp_path, mode="strict", sol_ms=1e3)
+    response = worker.run_request(request)
+    assert response["status"] == "passed"
+    assert "impossible_speed" not in {f["id"] for f in response["findings"]}  # the worker only measures
+    impossible = speed_of_light_findings(request, response)
+    assert [f["id"] for f in impossible] == ["impossible_speed"] and impossible[0]["severity"] == "error"
+    assert (
+        f"a timed call took {response['timing']['candidate']['min_ms']:.4g} ms" in impossible[0]["evidence"]
     )
+    assert "below the speed-of-light floor of 1000 ms" in impossible[0]["evidence"]
+    assert speed_of_light_findings(affine_request(SLOW_PATH_IMPOSSIBLY_FAST, tmp_path), response) == []
 
 
-def test_cuda_summary_splits_own_and_library_kernels() -> None:
-    events = [
-        _device_event("relu_f4(float4 const*, float4*, long)", 0, 30),
-        _device_event("relu_f4(float4 const*, float4*, long)", 40, 70),
-        _device_event("void at::native::vectorized_elementwise_kernel<4>(int)", 70, 100),
-        _device_event("Memset (Device)", 100, 110),
-    ]
-    summary = torch_profile.summarize_cuda(events, {"relu_f4", "relu_tail"}, iters=2, top_k=5)
-    assert summary["device_ms"] == pytest.approx(0.05)
-    assert summary["kernel_count"] == 2  # 3 launches over 2 forwards, the memset not counted
-    assert summary["own_kernel_share"] == pytest.approx(0.6)
-    assert summary["top"][0]["name"].startswith("relu_f4") and summary["top"][0]["calls"] == 2
+NOISY_PROBLEM = """
+import torch
+import torch.nn as nn
 
 
-def test_capped_log_keeps_head_on_disk_and_tail_in_memory(tmp_path: Path) -> None:
-    log = CappedLog(tmp_path / "out.log", head_bytes=1000, tail_bytes=300)
-    for i in range(500):
-        log.write(f"line {i:04d}\n".encode())
-    log.close()
-    head = (tmp_path / "out.log").read_text()
-    assert head.startswith("line 0000") and "more bytes not kept" in head
-    assert len(head) < 1100
-    tail = log.tail_text(100)
-    assert tail.endswith("line 0499\n") and "bytes before" in tail
+class Model(nn.Module):
+    def __init__(self, scale, bias):
+        super().__init__()
+        self.scale, self.bias = scale, bias
+
+    def forward(self, x):
+        return x * self.scale + self.bias + 1e-3 * torch.rand_like(x)
 
 
-def test_evaluate_never_raises_for_a_missing_interpreter(tmp_path: Path) -> None:
-    response = evaluate(cpu_request("torch_ok.py", tmp_path), timeout_s=30, python=os.devnull)
-    assert response["status"] == "crashed"
+def get_inputs():
+    return [torch.rand(32, 64)]
+
+
+def get_init_inputs():
+    return [2.0, 0.5]
+"""
+
+
+def test_a_stochastic_reference_does_not_fail_an_honest_candidate(in_process: None, tmp_path: Path) -> None:
+    """Reseeded before every correctness call, both draw the same noise; timed outputs are not compared."""
+    twin = NOISY_PROBLEM.split("\n\n\ndef get_inputs")[0].replace("class Model(", "class ModelNew(")
+    response = worker.run_request(affine_request(twin, tmp_path, mode="strict", problem_source=NOISY_PROBLEM))
+    assert response["status"] == "passed", response["message"]
+    assert "timing_output_check_skipped" in {f["id"] for f in response["findings"]}
+
+
+BACKGROUND_THREAD = """
+import threading
+import time
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale, bias):
+        super().__init__()
+        self.scale, self.bias = scale, bias
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+
+        def later():
+            time.sleep(0.05)
+            torch.add(torch.mul(x, self.scale), self.bias, out=y)
+
+        threading.Thread(target=later, daemon=True).start()
+        return y
+"""
+
+
+def test_deferred_work_in_a_thread_fails_in_a_real_worker(tmp_path: Path) -> None:
+    response = evaluate(affine_request(BACKGROUND_THREAD, tmp_path, mode="strict"), timeout_s=120)
+    assert response["status"] == "wrong_output", response["message"]
+    assert "background_thread" in {f["id"] for f in response["findings"]}

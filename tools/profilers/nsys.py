@@ -5,7 +5,7 @@
 
 Why these reports: the three summaries (kernels, API calls, copies by time and size) are what a person
 reads first, and the two traces (GPU activities and API calls, with correlation ids) plus the NVTX
-push/pop trace let `tools.profilers.system_profile.summarize` count only the work launched inside the driver's
+push/pop trace let `tools.profilers.timeline.summarize` count only the work launched inside the driver's
 range, per forward: GPU busy %, launch gaps, host syncs, copies and top kernels.
 
 On the project's H200 machine nsys ships inside Nsight Compute and `nsys profile` leaves only a
@@ -27,24 +27,29 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools.profilers.system_profile import (
+from tools.process import REPO_ROOT
+from tools.profilers.launch import (
     DEFAULT_ITERS,
     DEFAULT_WARMUP,
-    REPO_ROOT,
-    ApiCall,
     DriverFiles,
-    GpuActivity,
-    Span,
-    Timeline,
-    copy_kind,
     driver_command,
     driver_env,
     meta_failure,
     read_meta,
     run_tool,
+)
+from tools.profilers.timeline import (
+    SYNC_CALLS,
+    ApiCall,
+    GpuActivity,
+    Span,
+    Timeline,
+    api_base,
+    copy_kind,
     summarize,
     unavailable,
 )
+from tools.worker.kernel_names import base_name
 
 NSYS_ENV = "STITCHCUDA_NSYS"
 LIBS_ENV = "STITCHCUDA_NSYS_LIBS"
@@ -301,8 +306,6 @@ def summary_from_reports(
     total = sum(k["total_ns"] for k in kernels)
     times = parse_mem_time_sum(reports.get("cuda_gpu_mem_time_sum", ""))
     sizes = parse_mem_size_sum(reports.get("cuda_gpu_mem_size_sum", ""))
-    from tools.profilers.system_profile import SYNC_CALLS, api_base, base_name
-
     syncs = {
         api_base(r["name"]): round(r["calls"] / iters, 2)
         for r in parse_api_sum(reports.get("cuda_api_sum", ""))

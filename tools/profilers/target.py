@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -32,27 +31,20 @@ from typing import Any
 import torch
 
 from tools import build
-from tools.worker import correctness, gpu_lock
-from tools.worker.entry import (
-    DEFAULT_ARCH,
-    Outcome,
-    exception_summary,
-    import_candidate,
-    load_problem,
-    pin_precision,
-)
+from tools.process import write_atomic
+from tools.protocol import EvalRequest
+from tools.worker import gpu_lock
+from tools.worker.entry import DEFAULT_ARCH
+from tools.worker.guards import pin_precision
+from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
+from tools.worker.loading import import_candidate, load_problem
+from tools.worker.reporting import Outcome, exception_summary
 
 CLONE_LIMIT_BYTES = 8 << 30  # fresh input copies per forward only while they fit in this much memory
 
 
-def _write(path: str, meta: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    Path(tmp).write_text(json.dumps(meta, indent=1))
-    os.replace(tmp, path)
-
-
 def _construct(cls: Any, init_inputs: list[Any], device: torch.device, seed: int) -> torch.nn.Module:
-    correctness.set_seed(seed)
+    set_seed(seed)
     return cls(*init_inputs).to(device)
 
 
@@ -61,7 +53,7 @@ def _batches(inputs: list[Any], count: int) -> list[list[Any]]:
     size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
     if size * count > CLONE_LIMIT_BYTES:
         return [inputs] * count
-    return [correctness.clone_inputs(inputs) for _ in range(count)]
+    return [clone_inputs(inputs) for _ in range(count)]
 
 
 def targets_of(target: str) -> list[str]:
@@ -77,7 +69,7 @@ def run(args: argparse.Namespace, meta: dict[str, Any]) -> None:
     )
     cache_dir = Path(args.cache_dir) if args.cache_dir else build.default_cache_dir()
     build.install_cached_load_inline(arch, cache_dir)
-    request: dict[str, Any] = {"problem_source": Path(args.problem).read_text(), "problem_name": "problem"}
+    request = EvalRequest(problem_source=Path(args.problem).read_text(), problem_name="problem")
     if args.candidate:
         request["candidate_source"] = Path(args.candidate).read_text()
     pin_precision()
@@ -111,7 +103,7 @@ def measure(
     device: torch.device,
 ) -> None:
     """Construct, warm up and profile every target (under the device lock)."""
-    correctness.set_seed(args.seed)
+    set_seed(args.seed)
     init_inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_init_inputs()]
     runs = []
     for target in targets:
@@ -120,11 +112,11 @@ def measure(
         try:
             model = _construct(cls, init_inputs, device, args.seed)
             pin_precision()
-            correctness.set_seed(args.seed)
-            inputs = correctness.draw_inputs(problem.get_inputs, device, on_device=True)
+            set_seed(args.seed)
+            inputs = draw_inputs(problem.get_inputs, device, on_device=True)
             with torch.no_grad():
                 for _ in range(args.warmup):
-                    model(*correctness.clone_inputs(inputs))
+                    model(*clone_inputs(inputs))
             runs.append((target, who, model, _batches(inputs, args.iters)))
         except Exception as exc:
             raise Outcome(
@@ -227,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the harness itself failed: say so rather than die silently
         meta["status"], meta["message"] = "runtime_error", f"driver error: {exception_summary(exc)}"
     meta["seconds"] = round(time.monotonic() - started, 3)
-    _write(args.out, meta)
+    write_atomic(args.out, json.dumps(meta, indent=1))
     return 0
 
 

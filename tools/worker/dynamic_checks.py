@@ -3,7 +3,7 @@
 Why: some cheats only show when the program runs (a kernel that writes nothing into torch.empty
 memory, work deferred to a thread, kernels compiled but never launched, PyTorch doing the work
 behind a custom-looking binding). These helpers give the worker's strict mode its evidence; the
-findings use tools.checks's format. Worker side: torch and the standard library only.
+findings use the wire format of tools.protocol. Worker side: torch and the standard library only.
 
 - `poison_free_memory`: fills the caching allocator's free blocks (and a fresh poison segment) with
   0xFF bytes (NaN as float32, -1 as integers) so stale memory never holds a previous answer.
@@ -24,7 +24,7 @@ Dynamic finding ids (the worker's response carries them under "findings"):
 | timing_output_mismatch | error | a timed call's output differed from the reference's (wrong_output) |
 | patches_harness | error | a guarded function or precision setting changed (runtime_error) |
 | off_stream_work | error | work escaped the current stream (the device-wide time is reported) |
-| impossible_speed | error | a timed call beat the request's sol_ms floor |
+| impossible_speed | error | a timed call beat the physical floor (judged by tools.evaluate) |
 | own_kernels_not_run | error | compiled kernels never ran; PyTorch did the work |
 | background_thread, spawns_process | error | a Python thread left alive, a process spawned, by the program |
 | persisting_l2 | error | the program set a persisting-L2 limit |
@@ -40,6 +40,7 @@ import os
 import re
 import sys
 import threading
+import types
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
@@ -47,9 +48,10 @@ from typing import Any
 import torch
 from torch.autograd import DeviceType
 
-from tools.checks import Finding, finding
-from tools.worker.correctness import clone_inputs
-from tools.worker.torch_profile import is_device_work, is_transfer, kernel_base_name
+from tools.protocol import Finding, finding
+from tools.worker.inputs import clone_inputs
+from tools.worker.kernel_names import base_name
+from tools.worker.torch_profile import is_device_work, is_transfer
 
 POISON_BYTE = 0xFF
 POISON_MAX_BYTES = 2 << 30  # the fresh poison segment: at most 2 GiB ...
@@ -205,7 +207,7 @@ _SPAWN_EVENTS = (
     "os.spawn",
     "os.exec",
 )
-_BUILD_FRAMES = ("cpp_extension", os.path.join("tools", "build.py"))
+_BUILD_FRAMES = ("cpp_extension", os.path.join("tools", "build", ""))  # torch's builder, or ours
 
 
 def _os_threads() -> set[int]:
@@ -282,7 +284,7 @@ class Watch:
 
 def _during_build() -> bool:
     """Whether an extension build (ninja, nvcc) is on the stack: its subprocesses are the harness's."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         if any(part in frame.f_code.co_filename for part in _BUILD_FRAMES):
             return True
@@ -365,7 +367,7 @@ def classify_events(events: Iterable[Any], own_kernels: Collection[str], iters: 
             split["data"] += us
             continue
         streams.add(int(getattr(event, "device_resource_id", 0) or 0))
-        base = kernel_base_name(event.name)
+        base = base_name(event.name)
         op = ops.get(getattr(event, "linked_correlation_id", 0) or 0)
         if op is not None:
             aten = _outermost_aten(op)

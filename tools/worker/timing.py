@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from tools.worker.correctness import clone_inputs
+from tools.worker.inputs import clone_inputs
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 OFF_STREAM_MARGIN_MS = 0.05  # plus 10% of the stream time: a synchronize round trip is ~10-20 us

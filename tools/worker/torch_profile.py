@@ -19,13 +19,10 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from tools.profilers.system_profile import base_name
-from tools.worker.correctness import clone_inputs
+from tools.worker.inputs import clone_inputs
+from tools.worker.kernel_names import base_name
 
 _TRANSFER_PREFIXES = ("Memcpy", "Memset", "memcpy", "memset")
-kernel_base_name = (
-    base_name  # one demangled-name reader for both profilers (tools.profilers.system_profile is torch-free)
-)
 
 
 def is_transfer(event: Any) -> bool:
@@ -73,7 +70,7 @@ def summarize_cuda(
         per_name[event.name].append(duration)
         if not is_transfer(event):
             launches += 1
-        if kernel_base_name(event.name) in own_kernels:
+        if base_name(event.name) in own_kernels:
             own_us += duration
     total_us = sum(sum(d) for d in per_name.values())
     return {

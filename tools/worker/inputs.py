@@ -1,0 +1,83 @@
+"""Inputs for the correctness trials and the timed calls: seeds, draws, device moves, clones, signs.
+
+Why a module of its own: the worker's correctness trials, its timing, the profilers' driver and the
+baseline process must all draw and copy inputs exactly the same way (KernelBench's seeding: the CPU
+and every CUDA generator set before each draw) so that every number is measured on the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+
+def set_seed(seed: int) -> None:
+    """KernelBench's set_seed: the CPU and every CUDA generator."""
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(seed)
+
+
+def trial_seeds(trials: int, seed: int = 42) -> list[int]:
+    """One seed per correctness trial, drawn exactly as KernelBench draws them."""
+    torch.manual_seed(seed)
+    return [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(trials)]
+
+
+def prepare_inputs(
+    inputs: Sequence[Any], device: torch.device | str, dtype: torch.dtype = torch.float32
+) -> list[Any]:
+    """Move tensors to `device`; floating tensors become `dtype`, integer and bool ones keep their dtype."""
+    prepared: list[Any] = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            target = dtype if value.is_floating_point() else value.dtype
+            prepared.append(value.to(device=device, dtype=target))
+        else:
+            prepared.append(value)
+    return prepared
+
+
+def draw_inputs(
+    get_inputs: Callable[[], Sequence[Any]],
+    device: torch.device | str,
+    on_device: bool,
+    dtype: torch.dtype = torch.float32,
+) -> list[Any]:
+    """Call the problem's get_inputs() under the current seed and move the result to `device`.
+
+    on_device: draw directly on a CUDA device (torch's default-device context makes torch.rand
+    allocate there), which is many times faster for multi-GB inputs than KernelBench's CPU draw;
+    both models still see identical, seeded inputs.
+    """
+    device = torch.device(device)
+    if on_device and device.type == "cuda":
+        with device:
+            return prepare_inputs(get_inputs(), device, dtype)
+    return prepare_inputs(get_inputs(), device, dtype)
+
+
+def clone_inputs(inputs: Sequence[Any]) -> list[Any]:
+    """A private copy of every tensor input for one model call."""
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+
+
+def signed_inputs(inputs: Sequence[Any], seed: int) -> list[Any]:
+    """The inputs with each floating element's sign flipped at random (seeded): mixed-sign data."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    signed: list[Any] = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0:
+            flip = torch.rand(value.shape, generator=generator) < 0.5
+            sign = torch.where(flip, -1.0, 1.0).to(device=value.device, dtype=value.dtype)
+            signed.append(value * sign)
+        else:
+            signed.append(value)
+    return signed
+
+
+def upcast_inputs(inputs: Sequence[Any]) -> list[Any]:
+    """Floating tensors as float64 (for the float64 reference); everything else unchanged."""
+    return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]

@@ -1,0 +1,255 @@
+"""The verify action: correctness trials, then timing, then (strict mode) the profile-based hack checks.
+
+Why in this order: a wrong answer ends the run before anything is timed, and the profile checks
+(which kernels really ran, how much of the reference's work left PyTorch) need the timing's input
+sets. KernelBench mode times the same tensors every call, as KernelBench does; strict mode rotates
+fresh input sets and checks every timed output (tools.worker.timing says why).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tools.protocol import EvalRequest, EvalResponse, Finding, finding
+from tools.worker import dynamic_checks
+from tools.worker.correctness import ForwardError, check_correctness
+from tools.worker.guards import check_guards
+from tools.worker.harness import (
+    BUDGET_SHARE,
+    Harness,
+    Settings,
+    TimingCheckError,
+    output_check,
+    run_or_fail,
+    timing_sets,
+)
+from tools.worker.inputs import prepare_inputs, set_seed
+from tools.worker.reporting import Outcome, Progress, exception_summary
+from tools.worker.timing import time_kernelbench, time_strict
+
+EXCESSIVE_SPEEDUP = 10.0  # KernelBench's flag (a note, not a failure)
+
+
+def timing_findings(info: dict[str, Any]) -> list[Finding]:
+    """What the timing shows: escaped work, disagreeing clocks, a suspicious speedup.
+
+    A call below the physical floor (`impossible_speed`) is judged by the parent (tools.evaluate),
+    which knows the GPU's ceilings; the worker reports the times it measured.
+    """
+    found: list[Finding] = []
+    stats = info.get("candidate", {})
+    if stats.get("off_stream"):
+        found.append(
+            finding(
+                "off_stream_work",
+                "error",
+                f"work escaped the current stream: {stats['stream_mean_ms']:.4g} ms on the stream's events, "
+                f"{stats['device_wide_mean_ms']:.4g} ms until the device was idle (the latter is reported)",
+            )
+        )
+    if stats.get("clock_disagreement"):
+        found.append(
+            finding(
+                "clock_disagreement",
+                "warning",
+                f"CUDA events ({stats['device_wide_mean_ms']:.4g} ms) and the host clock "
+                f"({stats['host_mean_ms']:.4g} ms) disagree",
+            )
+        )
+    if info.get("eager_ms") and info.get("candidate_ms"):
+        speedup = info["eager_ms"] / info["candidate_ms"]
+        if speedup > EXCESSIVE_SPEEDUP:
+            found.append(
+                finding(
+                    "excessive_speedup",
+                    "info",
+                    f"{speedup:.1f}x faster than eager (KernelBench flags more than {EXCESSIVE_SPEEDUP:g}x)",
+                )
+            )
+    return found
+
+
+def verify(
+    request: EvalRequest,
+    response: EvalResponse,
+    progress: Progress,
+    problem: types.ModuleType,
+    models: tuple[torch.nn.Module, torch.nn.Module],
+    device: torch.device,
+    deadline: float,
+    harness: Harness,
+    findings: list[Finding],
+) -> None:
+    settings = Settings(request)
+    reference, candidate = models
+    progress("checking correctness")
+    try:
+        report = check_correctness(
+            reference,
+            candidate,
+            problem.get_inputs,
+            device,
+            trials=settings.trials,
+            seed=settings.seed,
+            atol=settings.atol,
+            rtol=settings.rtol,
+            strict=settings.strict,
+            inputs_on_device=settings.inputs_on_device,
+            dtype=settings.dtype,
+            hooks=harness.hooks() if settings.strict else None,
+        )
+    except ForwardError as exc:
+        raise Outcome(
+            "runtime_error",
+            f"{exc.who}.forward raised on correctness trial {exc.trial}: {exception_summary(exc.error)}",
+        ) from None
+    findings.extend(report.findings)
+    response["correctness"] = report.to_dict()  # type: ignore[typeddict-item]
+    if not report.ok:
+        raise Outcome("wrong_output", report.message)
+
+    if settings.strict:
+        info = _time_strict(settings, progress, problem, models, device, deadline, harness)
+    else:
+        info = _time_kernelbench(settings, progress, problem, models, device, deadline)
+    findings.extend(timing_findings(info))
+    if settings.dynamic and device.type == "cuda":
+        _profile_checks(response, progress, models, device, harness, findings, info.get("_sets"))
+    info.pop("_sets", None)
+    response["timing"] = info  # type: ignore[typeddict-item]
+    message = f"correct on {report.trials} trials; {info['candidate_ms']:.4g} ms"
+    if "eager_ms" in info:
+        speedup = info["eager_ms"] / info["candidate_ms"] if info["candidate_ms"] > 0 else math.inf
+        message += f" vs eager {info['eager_ms']:.4g} ms ({speedup:.2f}x)"
+    cut = [k for k in ("candidate", "eager") if k in info and info[k]["trials"] < settings.perf_trials]
+    if cut:
+        message += f"; fewer timed calls than asked ({', '.join(cut)}) to fit the time limit"
+    response["message"] = message
+
+
+def _time_kernelbench(
+    settings: Settings,
+    progress: Progress,
+    problem: types.ModuleType,
+    models: tuple[torch.nn.Module, torch.nn.Module],
+    device: torch.device,
+    deadline: float,
+) -> dict[str, Any]:
+    """KernelBench's timing: one CPU draw under the seed, same tensors every call, grad mode on."""
+    reference, candidate = models
+    timed = [("ModelNew", candidate, "candidate")]
+    if settings.time_reference:
+        timed.append(("Model", reference, "eager"))
+    info: dict[str, Any] = {}
+    for index, (who, model, key) in enumerate(timed):
+        progress(f"timing {who}")
+        set_seed(settings.seed)
+        inputs = prepare_inputs(problem.get_inputs(), device, settings.dtype)
+        budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(timed) - index))
+        stats = run_or_fail(
+            who,
+            "being timed",
+            functools.partial(
+                time_kernelbench, model, inputs, device, settings.warmup, settings.perf_trials, budget
+            ),
+        )
+        info[key] = stats
+        info[f"{key}_ms"] = stats["mean_ms"]
+        info["_sets"] = [inputs]
+    return info
+
+
+def _time_strict(
+    settings: Settings,
+    progress: Progress,
+    problem: types.ModuleType,
+    models: tuple[torch.nn.Module, torch.nn.Module],
+    device: torch.device,
+    deadline: float,
+    harness: Harness,
+) -> dict[str, Any]:
+    """The strict timing: rotated input sets, every output checked, device-wide and host clocks."""
+    reference, candidate = models
+    progress("drawing the timing inputs")
+    sets, outputs = run_or_fail(
+        "Model", "drawing the timing inputs", lambda: timing_sets(settings, problem, reference, device)
+    )
+    check = output_check(settings, outputs, device) if outputs is not None else None
+    if outputs is None:
+        harness.notes.append(
+            finding(
+                "timing_output_check_skipped",
+                "info",
+                "the reference is stochastic: timed outputs not checked",
+            )
+        )
+    timed: list[tuple[str, Callable[..., Any], str]] = [("ModelNew", harness.watched(candidate), "candidate")]
+    if settings.time_reference:
+        timed.append(("Model", reference, "eager"))
+    info: dict[str, Any] = {}
+    for index, (who, fn, key) in enumerate(timed):
+        progress(f"timing {who}")
+        budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(timed) - index))
+        is_candidate = who == "ModelNew"
+        try:
+            stats = run_or_fail(
+                who,
+                "being timed",
+                functools.partial(
+                    time_strict,
+                    fn,
+                    sets,
+                    device,
+                    settings.warmup,
+                    settings.perf_trials,
+                    budget,
+                    check=check if is_candidate and check is not None else None,
+                    after_call=(lambda: harness.after_call("ModelNew")) if is_candidate else None,
+                    before_flush=harness.before_flush,
+                ),
+            )
+        except TimingCheckError as exc:
+            raise Outcome(
+                "wrong_output", str(exc), [finding("timing_output_mismatch", "error", str(exc))]
+            ) from None
+        info[key] = stats
+        info[f"{key}_ms"] = stats["mean_ms"]
+    del outputs
+    info["_sets"] = sets
+    return info
+
+
+def _profile_checks(
+    response: EvalResponse,
+    progress: Progress,
+    models: tuple[torch.nn.Module, torch.nn.Module],
+    device: torch.device,
+    harness: Harness,
+    findings: list[Finding],
+    sets: list[list[Any]] | None,
+) -> None:
+    """Profile both models once: which kernels really ran, and the operator coverage."""
+    reference, candidate = models
+    if not sets:
+        return
+    own = set(response.get("build", {}).get("kernels", []))
+    progress("profiling for the hack checks")
+    cand = run_or_fail(
+        "ModelNew",
+        "profiled",
+        lambda: dynamic_checks.profile_split(harness.watched(candidate), sets[0], device, own),
+    )
+    check_guards(harness.guards)  # not the OS-thread watch: the profiler starts threads of its own
+    ref = run_or_fail(
+        "Model", "profiled", lambda: dynamic_checks.profile_split(reference, sets[0], device, ())
+    )
+    findings.extend(dynamic_checks.profile_findings(cand, own))
+    response["operator_coverage"] = dynamic_checks.coverage(cand, ref)
+    response["profile_split"] = {"candidate": cand, "reference": ref}  # type: ignore[typeddict-unknown-key]
