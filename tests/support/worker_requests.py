@@ -16,8 +16,11 @@ def worker_candidate(name: str) -> str:
     return (WORKER_CANDIDATES / name).read_text()
 
 
-def affine_request(candidate_source: str, cache_dir: Path, **overrides: Any) -> EvalRequest:
-    """A CPU verify request of `candidate_source` against the affine problem (y = scale * x + bias)."""
+def affine_request(candidate_source: str, cache_dir: Path, /, **overrides: Any) -> EvalRequest:
+    """A CPU verify request of `candidate_source` against the affine problem (y = scale * x + bias).
+
+    overrides: any request field, `candidate_source` included (a bad request's empty source).
+    """
     request = EvalRequest(
         action="verify",
         problem_name="affine",

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 RELU_SOLUTION = REPO / "docs" / "examples" / "relu_solution.py"
 
 
-def cpu_request(candidate: str, cache_dir: Path, **overrides: Any) -> EvalRequest:
+def cpu_request(candidate: str, cache_dir: Path, /, **overrides: Any) -> EvalRequest:
     """A request for tests/candidates/worker/<candidate>."""
     return affine_request(worker_candidate(candidate), cache_dir, **overrides)
 
