@@ -43,7 +43,7 @@ class EvalRequest(TypedDict, total=False):
     candidate_source: str  # the program defining ModelNew
     device: Literal["cuda", "cpu"]
     arch: str  # e.g. "sm_90"
-    mode: Literal["kernelbench", "strict"]  # default kernelbench; see tools.worker.correctness and tools.worker.timing
+    mode: Literal["kernelbench", "strict"]  # default kernelbench (tools.worker.correctness, .timing)
     correctness_trials: int  # default 5
     perf_trials: int  # default 100
     warmup: int  # default 3

@@ -36,7 +36,9 @@ from tools import roofline
 from tools.process import kill_group, wait_then_kill_group
 from tools.profilers import ncu as ncu_tool
 from tools.profilers import nsys as nsys_tool
-from tools.profilers.launch import (
+from tools.profilers.system_profile import torch_profile
+from tools.profilers.timeline import unavailable
+from tools.profilers.tool_run import (
     DEFAULT_ITERS,
     DEFAULT_WARMUP,
     DriverFiles,
@@ -46,8 +48,6 @@ from tools.profilers.launch import (
     read_meta,
     run_tool,
 )
-from tools.profilers.system_profile import torch_profile
-from tools.profilers.timeline import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 ESTIMATE_S = {"ncu": 15.0, "nsys": 18.0, "torch": 10.0, "ceilings": 10.0}  # until one of each ran

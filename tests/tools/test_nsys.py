@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from tools.profilers import launch, nsys, system_profile
+from tools.profilers import nsys, system_profile, tool_run
 from tools.profilers.timeline import (
     ApiCall,
     GpuActivity,
@@ -232,17 +232,17 @@ def test_system_profile_without_a_gpu_falls_back_and_says_why(
     summary = system_profile.system_profile(PROBLEM, CANDIDATE, timeout_s=180, keep_dir=tmp_path / "keep")
     assert summary["source"] == "torch_profiler" and summary["status"] == "no_gpu"
     assert "nsys not found" in summary["fallback_reason"]
-    meta = launch.read_meta(tmp_path / "keep" / "torch" / "torch-candidate.meta.json")
+    meta = tool_run.read_meta(tmp_path / "keep" / "torch" / "torch-candidate.meta.json")
     assert meta["status"] == "no_gpu" and meta["target"] == "candidate"
 
 
 def test_driver_reports_a_candidate_that_fails_to_import(tmp_path: Path) -> None:
-    files = launch.DriverFiles.write(tmp_path, PROBLEM, "raise ValueError('broken at import')\n", "t")
-    command = launch.driver_command(files, target="candidate", mode="range", iters=1, warmup=1)
-    run = launch.run_tool(command, timeout_s=180, cwd=tmp_path, env=launch.driver_env(tmp_path))
-    meta = launch.read_meta(files.meta)
+    files = tool_run.DriverFiles.write(tmp_path, PROBLEM, "raise ValueError('broken at import')\n", "t")
+    command = tool_run.driver_command(files, target="candidate", mode="range", iters=1, warmup=1)
+    run = tool_run.run_tool(command, timeout_s=180, cwd=tmp_path, env=tool_run.driver_env(tmp_path))
+    meta = tool_run.read_meta(files.meta)
     assert run.ok and meta["status"] == "runtime_error" and "broken at import" in meta["message"]
-    assert "runtime_error" in (launch.meta_failure(meta, run) or "")
+    assert "runtime_error" in (tool_run.meta_failure(meta, run) or "")
 
 
 def test_graph_nodes_without_a_launch_call_count_until_the_next_targets_range() -> None:

@@ -9,7 +9,7 @@ tools.process; nothing here is imported by the island.
 | module | what |
 |---|---|
 | target | the driver: build, warm up, run the forwards between cudaProfilerStart/Stop in a named range |
-| launch | starting the driver under a tool with a time limit, and reading its META.json |
+| tool_run | starting the driver under a tool with a time limit, and reading its META.json |
 | ncu, ncu_records | running Nsight Compute; its metric set and per-launch records |
 | nsys | running Nsight Systems and reading its CSV reports |
 | timeline | the records both timeline sources share, and the per-forward summary |

@@ -31,7 +31,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.profilers.launch import DriverFiles, driver_command, driver_env, read_meta, run_tool
 from tools.profilers.ncu_records import (
     DEFAULT_LAUNCH_COUNT,
     EXTRA_METRICS,
@@ -46,6 +45,7 @@ from tools.profilers.ncu_records import (
     parse_records,
     stall_metric,
 )
+from tools.profilers.tool_run import DriverFiles, driver_command, driver_env, read_meta, run_tool
 
 __all__ = [  # the records are reached through this module too
     "DEFAULT_LAUNCH_COUNT",

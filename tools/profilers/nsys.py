@@ -28,16 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from tools.process import REPO_ROOT
-from tools.profilers.launch import (
-    DEFAULT_ITERS,
-    DEFAULT_WARMUP,
-    DriverFiles,
-    driver_command,
-    driver_env,
-    meta_failure,
-    read_meta,
-    run_tool,
-)
 from tools.profilers.timeline import (
     SYNC_CALLS,
     ApiCall,
@@ -48,6 +38,16 @@ from tools.profilers.timeline import (
     copy_kind,
     summarize,
     unavailable,
+)
+from tools.profilers.tool_run import (
+    DEFAULT_ITERS,
+    DEFAULT_WARMUP,
+    DriverFiles,
+    driver_command,
+    driver_env,
+    meta_failure,
+    read_meta,
+    run_tool,
 )
 from tools.worker.kernel_names import base_name
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.profilers import nsys
-from tools.profilers.launch import (
+from tools.profilers.timeline import format_summary, summarize, timeline_from_chrome_trace, unavailable
+from tools.profilers.tool_run import (
     DEFAULT_ITERS,
     DEFAULT_WARMUP,
     DriverFiles,
@@ -33,7 +34,6 @@ from tools.profilers.launch import (
     read_meta,
     run_tool,
 )
-from tools.profilers.timeline import format_summary, summarize, timeline_from_chrome_trace, unavailable
 
 __all__ = ["format_summary", "system_profile", "torch_profile"]  # format_summary: the summary's one-line form
 

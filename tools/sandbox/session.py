@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tools.process import kill_group
 from tools.sandbox import landlock, namespaces, paths, seccomp
 from tools.sandbox.audit import POLICY_ENV, REPORT_FD_ENV
 from tools.sandbox.environment import sandbox_environment
@@ -225,7 +226,7 @@ class Sandbox:
             root=self.root,
             watched_disks=sorted({self.root, self.cache_dir}),
             names=self.compiled.names if self.compiled else {},
-            kill=lambda: _kill_group(proc.pid),
+            kill=lambda: kill_group(proc.pid),
         )
         self.supervisor.start()
         return proc
@@ -340,11 +341,6 @@ def layers_line(record: dict[str, Any] | None) -> str:
     return f"{record.get('mode')}; on: {', '.join(on) or 'none'}" + (
         f"; off: {'; '.join(off)}" if off else ""
     )
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _files_at_least(tree: Path, size: int, most: int = 5) -> list[str]:
