@@ -71,7 +71,8 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     report = build_report(state, status, reason, context.policy, sandbox=context.sandbox)
     turns = TurnLog(context)
     turns.outcome(state)  # the last candidate's result; no coder turn follows it
-    turns.finished(status, reason, ((state.get("best") or {}).get("candidate") or {}).get("id"))
+    best = read_optional(state, "best", Best)
+    turns.finished(status, reason, best.candidate.id if best is not None else None)
     if context.out_dir:
         write_outputs(context.out_dir, state, report)
     return {
