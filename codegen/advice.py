@@ -1,21 +1,20 @@
-"""Rule-based diagnosis of a passing candidate, and the optimisations the offline policy can apply.
+"""The offline policy's advice: which of its optimisations the profile diagnosis asks for.
 
-The diagnosis reads the profile (launch count, device time, share of the candidate's own kernels,
-the dominant kernel) against the plan's speed of light (FLOPs at 51 TFLOP/s fp32 GEMM, bytes at
-4.3 TB/s on the H200). Suggestions carry a tag in brackets, e.g. `[cuda_graph]`, that the optimise
-step recognises; free-text advice from another policy is matched by keywords.
+The profile node diagnoses every passing candidate once (`nodes.diagnosis`: launch-bound, the gap
+to speed of light, kernel findings, ...) and hands the findings to `advise` as data
+(`graph.artifacts.Finding`). The offline coder can apply only a few program-wide options, so
+advising is a lookup: `REMEDIES` maps findings to the options that answer them. Suggestions carry the
+option's tag in brackets, e.g. `[cuda_graph]`, which the optimise step recognises; free-text advice
+(the diagnosis's own wording, another policy's) is matched by keywords.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from codegen.emit.assemble import Options
-from codegen.schedule.plan import speed_of_light_ms
-from graph.artifacts import Feedback, Plan, Profile, TestResult
-
-LAUNCH_BOUND_KERNEL_US = 10.0
-HOST_OVERHEAD_RATIO = 1.5
+from graph.artifacts import Feedback, Finding, Profile
 
 _KEYWORDS = {
     "cuda_graph": (
@@ -29,6 +28,33 @@ _KEYWORDS = {
     "ew_unroll": ("[ew_unroll]", "unroll", "vector width", "bytes in flight", "wider loads"),
 }
 
+OWN_ELEMENTWISE = "own elementwise"  # a Remedy's kernel condition: one of our elementwise kernels
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """A finding the offline coder can answer, and with which option."""
+
+    finding: str  # the diagnosis's finding id (graph.artifacts.Finding.rule)
+    optimisation: str  # the option it turns on: cuda_graph or ew_unroll
+    kernel: str  # "" (any), or OWN_ELEMENTWISE: the finding's kernel, else the profile's top kernel
+    advice: str  # the tagged suggestion
+
+
+CUDA_GRAPH_ADVICE = (
+    "[cuda_graph] capture the whole forward in a CUDA graph (static input buffers, cloned output)"
+)
+EW_UNROLL_ADVICE = (
+    "[ew_unroll] more bytes in flight per thread in the elementwise kernel (two float4 per step)"
+)
+
+REMEDIES = (
+    Remedy("launch-bound", "cuda_graph", "", CUDA_GRAPH_ADVICE),
+    # below SOL with our elementwise kernel the largest: it reaches the bandwidth with more loads in flight
+    Remedy("sol-gap", "ew_unroll", OWN_ELEMENTWISE, EW_UNROLL_ADVICE),
+    Remedy("latency-bound", "ew_unroll", OWN_ELEMENTWISE, EW_UNROLL_ADVICE),
+)
+
 
 @dataclass
 class Optimisation:
@@ -37,64 +63,49 @@ class Optimisation:
     summary: str
 
 
-def _own(name: str) -> bool:
-    return "stitch" in name.lower()
+def is_own_elementwise(kernel_name: str) -> bool:
+    """One of the offline policy's elementwise kernels (stitch_ew_*), by its (demangled) name."""
+    lowered = kernel_name.lower()
+    return "stitch" in lowered and "ew" in lowered
 
 
-def diagnose(plan: Plan, test: TestResult, profile: Profile) -> Feedback:
-    """Turn one profile into ranked, tagged suggestions."""
-    suggestions: list[str] = []
-    evidence: list[str] = []
-    candidate_ms = test.candidate_ms if test.candidate_ms is not None else profile.device_ms
-    sol_ms = speed_of_light_ms(plan.total_flops, plan.total_bytes)
-    pct = 100.0 * sol_ms / candidate_ms if candidate_ms and candidate_ms > 0 else 0.0
-    evidence.append(
-        f"time {candidate_ms:.4f} ms, device {profile.device_ms:.4f} ms, speed of light {sol_ms:.4f} ms ({pct:.0f}%)"
+def _concerns(remedy: Remedy, finding: Finding, profile: Profile | None) -> bool:
+    if remedy.kernel != OWN_ELEMENTWISE:
+        return True
+    if finding.kernel:
+        return is_own_elementwise(finding.kernel)
+    top = profile.top[0].name if profile is not None and profile.top else ""
+    return is_own_elementwise(top)
+
+
+def advice_for(findings: Sequence[Finding], profile: Profile | None = None) -> Feedback:
+    """The optimisations the diagnosis's findings ask for, as tagged suggestions in REMEDIES order."""
+    asked: dict[str, tuple[Remedy, Finding]] = {}
+    for remedy in REMEDIES:
+        if remedy.optimisation in asked:
+            continue
+        found = next(
+            (f for f in findings if f.rule == remedy.finding and _concerns(remedy, f, profile)), None
+        )
+        if found is not None:
+            asked[remedy.optimisation] = (remedy, found)
+    if not asked:
+        summary = "the diagnosis names nothing the offline optimisations answer"
+    else:
+        summary = "offline optimisations for the diagnosis: " + ", ".join(
+            f"{name} ({finding.rule})" for name, (_, finding) in asked.items()
+        )
+    evidence = [
+        f"{finding.rule}{' in ' + finding.kernel if finding.kernel else ''} "
+        f"(~{finding.impact:.0%} of the forward at stake) -> {name}"
+        for name, (_, finding) in asked.items()
+    ]
+    return Feedback(
+        kind="optimize",
+        summary=summary,
+        evidence="\n".join(evidence),
+        suggestions=[remedy.advice for remedy, _ in asked.values()],
     )
-    mean_us = profile.device_ms * 1e3 / max(profile.kernel_count, 1)
-    evidence.append(
-        f"{profile.kernel_count} kernels per forward, mean {mean_us:.1f} us; own kernels {profile.own_kernel_share:.0%}"
-    )
-    host_bound = candidate_ms > HOST_OVERHEAD_RATIO * profile.device_ms and profile.kernel_count > 1
-    launch_bound = profile.kernel_count >= 6 and mean_us < LAUNCH_BOUND_KERNEL_US
-    summary = f"at {pct:.0f}% of speed of light"
-    if launch_bound or host_bound:
-        why = (
-            "host/launch overhead exceeds device time"
-            if host_bound
-            else f"{profile.kernel_count} short kernels"
-        )
-        summary = f"launch-bound: {why}; {summary}"
-        suggestions.append(
-            "[cuda_graph] capture the whole forward in a CUDA graph (static input buffers, cloned output)"
-        )
-    top = profile.top[0] if profile.top else None
-    if top is not None:
-        evidence.append(
-            f"dominant kernel {top.name} ({top.share:.0%}, {top.total_ms:.4f} ms over {top.calls} calls)"
-        )
-        if not launch_bound and not host_bound:
-            summary = f"dominant kernel {top.name} takes {top.share:.0%}; {summary}"
-        lowered = top.name.lower()
-        if _own(top.name) and "ew" in lowered:
-            suggestions.append(
-                "[ew_unroll] more bytes in flight per thread in the elementwise kernel (two float4 per step)"
-            )
-        elif _own(top.name):
-            suggestions.append(
-                "the dominant row kernel is ours: check the row-length variant (warp vs block per row)"
-            )
-        elif any(k in lowered for k in ("gemm", "sgemm", "cutlass", "xmma", "cublas")):
-            suggestions.append(
-                "GEMM-bound in cuBLASLt fp32 (TF32 is not allowed at 1e-4): little left at this level"
-            )
-    if profile.own_kernel_share < 0.5 and plan.uncovered_ops:
-        suggestions.append(
-            f"own kernels are {profile.own_kernel_share:.0%} of device time; uncovered ops {plan.uncovered_ops} dominate"
-        )
-    if pct < 30 and not suggestions:
-        suggestions.append("far from speed of light: fuse more ops to cut memory traffic")
-    return Feedback(kind="optimize", summary=summary, evidence="\n".join(evidence), suggestions=suggestions)
 
 
 def requested(feedback: Feedback) -> list[str]:

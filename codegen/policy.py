@@ -9,14 +9,15 @@ always give the same program.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from typing import Any
 
-from codegen.advice import choose_optimisation, diagnose
+from codegen.advice import advice_for, choose_optimisation
 from codegen.emit.assemble import Options, Program, assemble
 from codegen.schedule.fusion import ELEMENTWISE, REFERENCE, has_split_form
 from codegen.schedule.plan import Analysis, analyse, build_plan
 from codegen.schedule.repair import plan_fix
-from graph.artifacts import Candidate, CoderMode, Feedback, Plan, Profile, Task, TestResult
+from graph.artifacts import Candidate, CoderMode, Feedback, Finding, Plan, Profile, Task, TestResult
 from graph.context import Context
 
 POLICY_NAME = "offline"
@@ -107,9 +108,17 @@ class OfflinePolicy:
 
     # ---- verifier's advisor ----------------------------------------------------------------------
     def advise(
-        self, task: Task, plan: Plan, candidate: Candidate, test: TestResult, profile: Profile
+        self,
+        task: Task,
+        plan: Plan,
+        candidate: Candidate,
+        test: TestResult,
+        profile: Profile,
+        *,
+        findings: Sequence[Finding] = (),
     ) -> Feedback:
-        return diagnose(plan, test, profile)
+        """Map the profile node's diagnosis (its findings) to the optimisations this coder can apply."""
+        return advice_for(findings, profile)
 
     # ---- helpers ---------------------------------------------------------------------------------
     def _candidate(

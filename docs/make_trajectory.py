@@ -28,6 +28,7 @@ os.environ.setdefault("OPENAI_API_KEY", "EMPTY")
 os.environ["PATH"] = "/usr/local/cuda/bin:" + os.environ.get("PATH", "")
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from support.llm_answers import SCALE_RELU_PLAN  # noqa: E402
 from support.llm_stub_server import RecordedRequest, Reply, StubServer  # noqa: E402
 from support.scripted_policy import BUILD_ERROR, CORRECT_CPP, OPTIMIZED  # noqa: E402
 
@@ -37,23 +38,6 @@ from graph.context import Context  # noqa: E402
 PROBLEM = REPO / "tests" / "fixtures" / "problems" / "scale_relu.py"
 EXCERPT_LINES = 14
 
-PLAN_ANSWER: dict[str, Any] = {
-    "task": "scale_relu",
-    "groups": [
-        {
-            "id": "g1",
-            "kind": "elementwise",
-            "nodes": ["sub", "relu", "mul"],
-            "template": "one fused grid-stride kernel",
-            "covered": True,
-        }
-    ],
-    "subtasks": [{"id": "s1", "title": "Write the fused sub+relu+mul kernel", "groups": ["g1"]}],
-    "host": {"buffers": [], "streams": 1, "cuda_graph": False, "notes": ""},
-    "covered_ops": ["sub", "relu", "mul"],
-    "uncovered_ops": [],
-    "notes": "memory-bound: one read, one write",
-}
 ADVICE_1 = {
     "kind": "optimize",
     "summary": "the scalar C++ loop runs on one core",
@@ -68,7 +52,7 @@ def _program(program: str, summary: str) -> str:
 
 
 SCRIPT: list[Reply] = [
-    Reply.json(PLAN_ANSWER),
+    Reply.json(SCALE_RELU_PLAN),
     Reply.text(_program(BUILD_ERROR, "a first C++ extension")),
     Reply.text("I am sorry, but as a language model I prefer to describe the kernel in words."),
     Reply.text(_program(CORRECT_CPP, "fixed the C++ syntax of the extension")),

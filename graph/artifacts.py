@@ -3,7 +3,7 @@
 Every artifact is a pydantic model, validated where it is produced (the offline policy, an LLM's
 structured output, the evaluation worker's JSON) and stored in the graph state as a plain dict
 (`model_dump(mode="json")`), so checkpoints, LangGraph Studio and LangSmith all show plain data.
-Read one back with `Model.model_validate(state["key"])`.
+A node reads one back with `graph.state.read(state, "key", Model)`, which validates it once.
 """
 
 from __future__ import annotations
@@ -214,6 +214,14 @@ class Feedback(Artifact):
     sources: list[str] = Field(default_factory=list, description="guidance notes cited")
 
 
+class Best(Artifact):
+    """The best verified program so far: what finalize reports and the optimiser starts from."""
+
+    candidate: Candidate
+    test: TestResult = Field(description="its passing, clean evaluation")
+    build: BuildResult
+
+
 class Attempt(Artifact):
     """One coder -> verifier round, kept in the run's history."""
 
@@ -227,3 +235,45 @@ class Attempt(Artifact):
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     summary: str = ""
     verdict: str = Field("clean", description="the hack checks' verdict on this candidate")
+
+
+# ----------------------------------------------------------------------------------------------
+# Diagnosis
+# ----------------------------------------------------------------------------------------------
+
+
+class Finding(Artifact):
+    """One bottleneck the profile diagnosis names, with the numbers that show it and what to do.
+
+    Made by `nodes.diagnosis` and handed to the policy's `advise` (the offline policy maps findings to
+    the optimisations it can apply). Not a hack-check finding: those are `TestResult.findings`.
+    """
+
+    rule: str = Field(description="the finding id, e.g. launch-bound, uncoalesced-access")
+    title: str
+    impact: float = Field(description="estimated fraction of the forward's time at stake, 0..1")
+    evidence: dict[str, Any] = Field(default_factory=dict, description="the numbers that show it")
+    symptoms: list[str] = Field(default_factory=list, description="what guidance notes are matched on")
+    metrics: list[str] = Field(default_factory=list, description="the profiler metrics that reveal it")
+    advice: list[str] = Field(default_factory=list)
+    kernel: str = Field("", description="the kernel it concerns; empty for program-level findings")
+
+    def query(self) -> str:
+        """The retrieval query: bottleneck name, symptoms and metric names (no code, no kernel names)."""
+        parts = [self.rule.replace("-", " ")]
+        if self.symptoms:
+            parts.append("Symptoms: " + "; ".join(self.symptoms))
+        if self.metrics:
+            parts.append("Metrics: " + ", ".join(self.metrics))
+        return ". ".join(parts)
+
+    def evidence_text(self) -> str:
+        return ", ".join(f"{k}={_number_text(v)}" for k, v in self.evidence.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report form: impact rounded to four places."""
+        return {**self.model_dump(), "impact": round(self.impact, 4)}
+
+
+def _number_text(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -24,7 +24,7 @@ from nodes.profiler import profiler
 from nodes.verifier import verifier
 
 
-def make_builder() -> StateGraph:
+def make_builder() -> StateGraph[State, Context, InputState, OutputState]:
     """A fresh, uncompiled StitchCUDA graph."""
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     # The nodes that ask the policy also hand its model-call records to the state (State.model_calls).

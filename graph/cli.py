@@ -19,7 +19,10 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 EXIT_VERIFIED = 0
 EXIT_FAILED = 1
@@ -315,7 +318,7 @@ def _dynamic_findings(
     if args.sol_ms:
         request["sol_ms"] = args.sol_ms
     response = evaluate(request, timeout_s=args.timeout)
-    found = list(response.get("findings") or [])
+    found = [cast("dict[str, str]", f) for f in response.get("findings") or []]  # protocol.Finding dicts
     status = response.get("status", "crashed")
     first_line = (response.get("message") or status).splitlines()[0]
     if status == "wrong_output" and not any(f.get("severity") == "error" for f in found):
@@ -445,7 +448,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
     thread = args.thread or uuid.uuid4().hex[:12]
-    config = {
+    config: dict[str, Any] = {
         "configurable": {"thread_id": thread},
         "recursion_limit": 100,
         "run_name": f"stitchcuda:{info.name}",
@@ -454,7 +457,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = Progress(args.quiet)
     with SqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
         app = builder.compile(checkpointer=saver, name="StitchCUDA")
-        snapshot = app.get_state(config)
+        snapshot = app.get_state(cast("RunnableConfig", config))
         if snapshot.values and snapshot.next:
             progress.console.print(f"resuming thread {thread} at {', '.join(snapshot.next)}")
             payload: Any = None
@@ -480,7 +483,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         finally:
             progress.close()
-        final = app.get_state(config).values
+        final = app.get_state(cast("RunnableConfig", config)).values
     report = final.get("report") or {}
     status = report.get("status", final.get("status", "failed"))
     speed = report.get("speedup_vs_eager")

@@ -1,17 +1,21 @@
-"""The graph's shared state.
+"""The graph's shared state, and the one way a node reads a typed artifact from it.
 
 A TypedDict (LangGraph does not validate node outputs against a pydantic state anyway); each
-artifact field holds the plain-dict form of a model from `graph.artifacts`, validated by the node
-that produced it. `InputState` is what a caller passes to `graph.invoke`; `OutputState` is what a
-finished run is read for.
+artifact field holds the plain-dict form of a model from `graph.artifacts` (so checkpoints, Studio
+and LangSmith show plain data), validated by the node that produced it and again, once, by `read`
+in the node that consumes it. `InputState` is what a caller passes to `graph.invoke`; `OutputState`
+is what a finished run is read for.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
 from typing_extensions import TypedDict
+
+from graph.artifacts import Artifact, Best, BuildResult, Candidate, Feedback, Plan, Profile, Task, TestResult
 
 RunStatus = Literal["running", "verified", "unverified", "failed"]
 
@@ -35,7 +39,7 @@ class OutputState(TypedDict, total=False):
     status_reason: str
     """One line saying why the status is what it is."""
     best: dict[str, Any] | None
-    """The best verified candidate (Candidate) with its TestResult, or None."""
+    """The best verified program (Best: its Candidate, TestResult and BuildResult), or None."""
     report: dict[str, Any]
     """The final report (also written to report.json when the context names an out_dir)."""
 
@@ -79,3 +83,43 @@ class State(InputState, OutputState, total=False):
     """Human-readable progress lines, appended by every node."""
     model_calls: Annotated[list[dict[str, Any]], operator.add]
     """One record per model request of the LLM policy (nodes/llm/call_log.py: ModelCall), appended."""
+
+
+ARTIFACTS: dict[str, type[Artifact]] = {
+    "task": Task,
+    "plan": Plan,
+    "reference_profile": Profile,
+    "candidate": Candidate,
+    "build": BuildResult,
+    "test": TestResult,
+    "profile": Profile,
+    "feedback": Feedback,
+    "best": Best,
+}
+"""The state keys that hold an artifact, and the model each holds."""
+
+A = TypeVar("A", bound=Artifact)
+
+
+class MissingArtifactError(KeyError):
+    """A node asked for an artifact no earlier node has put in the state."""
+
+
+def read(state: Mapping[str, Any], key: str, model: type[A]) -> A:
+    """The artifact under `key` as a validated `model`; a clear error when it is missing or misnamed."""
+    found = read_optional(state, key, model)
+    if found is None:
+        raise MissingArtifactError(f"the state holds no {key!r} ({model.__name__}) yet")
+    return found
+
+
+def read_optional(state: Mapping[str, Any], key: str, model: type[A]) -> A | None:
+    """Like `read`, but None where the state has no such artifact (yet), e.g. `best` before a pass."""
+    expected = ARTIFACTS.get(key)
+    if expected is not model:
+        held = expected.__name__ if expected else "no artifact"
+        raise TypeError(f"state[{key!r}] holds {held}, not {model.__name__}")
+    value = state.get(key)
+    if value is None:
+        return None
+    return value if isinstance(value, model) else model.model_validate(value)

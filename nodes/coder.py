@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.artifacts import Candidate, Feedback, Plan, Task
+from graph.artifacts import Best, Candidate, Feedback, Plan, Task
 from graph.context import Context
 from graph.policy import PolicyOutputError, PolicyUnavailableError, accepts_keyword, get_policy
-from graph.state import State
+from graph.state import State, read, read_optional
 from nodes.support.budget import charged
 from nodes.support.turn_log import TurnLog
 
 
-def _previous(state: State, mode: str) -> Candidate:
+def _previous(state: State, mode: str, best: Best | None) -> Candidate:
     """Fix the program that just failed; optimise the best verified one."""
-    if mode == "optimize" and state.get("best"):
-        return Candidate.model_validate(state["best"]["candidate"])
-    return Candidate.model_validate(state["candidate"])
+    if mode == "optimize" and best is not None:
+        return best.candidate
+    return read(state, "candidate", Candidate)
 
 
 @charged
@@ -26,8 +27,9 @@ def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask the policy for the next program; an unusable answer becomes parse-error feedback."""
     context = runtime.context
     policy = get_policy(context)
-    task = Task.model_validate(state["task"])
-    plan = Plan.model_validate(state["plan"])
+    task = read(state, "task", Task)
+    plan = read(state, "plan", Plan)
+    best = read_optional(state, "best", Best)
     mode = state.get("coder_mode", "write")
     iteration = state.get("iteration", 0) + 1
     update: dict[str, Any] = {"iteration": iteration}
@@ -44,13 +46,14 @@ def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if mode == "write" or not state.get("candidate"):
             retry = state.get("feedback") if state.get("coder_outcome") == "policy_error" else None
             if retry and accepts_keyword(policy.write, "feedback"):  # why the last answer was unusable
-                given = Feedback.model_validate(retry)
-                candidate = policy.write(task, plan, iteration, feedback=given)
+                given = read(state, "feedback", Feedback)
+                write_again: Callable[..., Candidate] = policy.write  # the optional keyword is checked above
+                candidate = write_again(task, plan, iteration, feedback=given)
             else:
                 candidate = policy.write(task, plan, iteration)
         else:
-            given = Feedback.model_validate(state["feedback"])
-            previous = _previous(state, mode)
+            given = read(state, "feedback", Feedback)
+            previous = _previous(state, mode, best)
             candidate = policy.revise(task, plan, previous, given, mode, iteration)
     except PolicyUnavailableError as exc:
         return update | {
@@ -82,8 +85,7 @@ def coder(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return update
 
     turns.record(policy, task, plan, iteration, mode, previous, given, candidate)
-    best = state.get("best")
-    if mode == "optimize" and best and candidate.source == best["candidate"]["source"]:
+    if mode == "optimize" and best is not None and candidate.source == best.candidate.source:
         return update | {
             "coder_outcome": "unchanged",
             "log": [f"coder: turn {iteration} (optimize): {candidate.summary or 'nothing new to try'}"],

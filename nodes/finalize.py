@@ -8,9 +8,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from graph.artifacts import Best, Candidate, TestResult
 from graph.context import Context
 from graph.routers import budget_exhausted
-from graph.state import State
+from graph.state import State, read_optional
 from nodes.support.budget import charged
 from nodes.support.report import build_report, render_markdown
 from nodes.support.turn_log import TurnLog
@@ -37,16 +38,16 @@ def outcome(state: State, context: Context) -> tuple[str, str]:
     """(status, one-line reason): verified, unverified (built but not runnable here) or failed."""
     ended_early = state.get("status_reason") if state.get("status") == "failed" else None
     stopped = ended_early or stop_reason(state, context)
-    best = state.get("best")
-    if best:
-        passed = f"candidate {best['candidate']['id']} passed {best['test']['trials']} correctness trials"
+    best = read_optional(state, "best", Best)
+    if best is not None:
+        passed = f"candidate {best.candidate.id} passed {best.test.trials} correctness trials"
         return "verified", f"{passed}; stopped: {stopped}"
     if ended_early:
         return "failed", ended_early
-    test = state.get("test") or {}
-    if test.get("status") == "no_gpu":
-        return "unverified", test.get("message") or "built, but no CUDA device to run it"
-    last = test.get("status") or state.get("coder_outcome") or "no candidate"
+    test = read_optional(state, "test", TestResult)
+    if test is not None and test.status == "no_gpu":
+        return "unverified", test.message or "built, but no CUDA device to run it"
+    last = (test.status if test is not None else None) or state.get("coder_outcome") or "no candidate"
     return "failed", f"no verified program; last outcome {last}; {stopped}"
 
 
@@ -54,9 +55,10 @@ def write_outputs(out_dir: str, state: State, report: dict[str, Any]) -> None:
     """solution.py (best verified, else the last program), report.json and report.md."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    program = (state.get("best") or {}).get("candidate") or state.get("candidate")
-    if program:
-        (out / "solution.py").write_text(program["source"])
+    best = read_optional(state, "best", Best)
+    program = best.candidate if best is not None else read_optional(state, "candidate", Candidate)
+    if program is not None:
+        (out / "solution.py").write_text(program.source)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(report))
 
@@ -69,7 +71,8 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     report = build_report(state, status, reason, context.policy, sandbox=context.sandbox)
     turns = TurnLog(context)
     turns.outcome(state)  # the last candidate's result; no coder turn follows it
-    turns.finished(status, reason, ((state.get("best") or {}).get("candidate") or {}).get("id"))
+    best = read_optional(state, "best", Best)
+    turns.finished(status, reason, best.candidate.id if best is not None else None)
     if context.out_dir:
         write_outputs(context.out_dir, state, report)
     return {

@@ -12,8 +12,8 @@ from graph.artifacts import Task, TensorSpec
 from graph.context import Context
 from graph.policy import PolicyOutputError, PolicyUnavailableError, get_policy
 from graph.state import State
-from nodes.profiler import planner_reference_profile
 from nodes.support.budget import charged
+from nodes.support.evidence import planner_reference_profile
 
 
 def _spec(value: Any) -> TensorSpec | None:

@@ -6,63 +6,32 @@ What runs, in order:
 2. on a GPU, unless STITCHCUDA_PROFILERS=torch: the system profile (`tools.profilers.system_profile`: Nsight
    Systems when present, else the PyTorch profiler's timeline) and Nsight Compute per kernel
    (`tools.profilers.ncu`), each in its own process and each allowed to fail with a reason; the reference is
-   profiled once per run the same way and kept as `reference_profile`;
+   profiled once per run the same way and kept as `reference_profile` (all gathered by
+   `nodes.support.evidence`);
 3. speed of light from the plan's FLOPs and bytes and the device's ceilings (`tools.roofline`);
 4. the diagnosis (`nodes.diagnosis`): ranked findings, guidance retrieved with the diagnosis text,
    a Feedback whose suggestions cite the notes;
-5. the policy's own advice (`advise`), given the diagnosis and the notes when it accepts them, merged
-   into the Feedback that reaches the coder.
+5. the policy's own advice (`advise`), given the diagnosis (its text, or its findings as data) and the
+   notes when it accepts them, merged into the Feedback that reaches the coder.
 With `Context.out_dir` set, the whole evidence is also written to out_dir/profiles/candidate-N.json.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.artifacts import Candidate, Feedback, KernelStat, Plan, Profile, Task, TestResult
+from graph.artifacts import Candidate, Feedback, Plan, Profile, Task, TestResult
 from graph.context import Context
 from graph.policy import PolicyUnavailableError, accepts_keyword, get_policy
-from graph.state import State
+from graph.state import State, read
 from nodes import diagnosis
 from nodes.support.budget import charged
+from nodes.support.evidence import Evidence, gather_gpu_evidence, profile_from_system, profilers_mode
 from nodes.support.worker_client import eval_request, run_worker, to_profile
-
-# "auto" (default): the nsys/torch timeline and ncu on a GPU; "torch": the worker's profile only.
-PROFILERS_ENV = "STITCHCUDA_PROFILERS"
-NCU_LAUNCHES_ENV = "STITCHCUDA_NCU_LAUNCHES"
-
-
-def profilers_mode() -> str:
-    mode = os.environ.get(PROFILERS_ENV, "auto").strip().lower()
-    return mode if mode in ("auto", "torch") else "auto"
-
-
-def profile_from_system(summary: dict[str, Any]) -> Profile:
-    """A Profile artifact from a system summary (nsys or torch-profiler timeline)."""
-    top = [
-        KernelStat(
-            name=str(k.get("name", "")),
-            calls=int(round(float(k.get("calls", 0)))),
-            total_ms=float(k.get("total_ms", 0.0)),
-            share=float(k.get("share", 0.0)),
-        )
-        for k in summary.get("top_kernels", [])
-    ]
-    from tools.profilers.system_profile import format_summary
-
-    return Profile(
-        source=str(summary.get("source", "nsys")),
-        device_ms=float(summary.get("device_ms", 0.0) or 0.0),
-        kernel_count=int(round(float(summary.get("kernel_count", 0) or 0))),
-        own_kernel_share=float(summary.get("own_kernel_share", 0.0) or 0.0),
-        top=top,
-        summary=format_summary(summary),
-    )
 
 
 def precision_of(task: Task) -> str:
@@ -73,51 +42,6 @@ def precision_of(task: Task) -> str:
     return precision_mode(dtype, allow_tf32=False)
 
 
-def _tool_options(context: Context) -> dict[str, Any]:
-    return {"arch": context.gpu_arch, "timeout_s": context.eval_timeout_s}
-
-
-def reference_system_profile(task: Task, context: Context) -> dict[str, Any]:
-    """The reference's system summary (the planner's view of eager PyTorch), with the same tool."""
-    from tools.profilers.system_profile import system_profile
-
-    return system_profile(task.source, None, **_tool_options(context))
-
-
-def planner_reference_profile(task: Task, context: Context) -> tuple[Profile | None, str]:
-    """The reference's system profile for the planner (on a GPU, unless profilers are 'torch'), and a log line.
-
-    The same tool the verifier uses on the candidate (`tools.profilers.system_profile`: Nsight Systems, else
-    the PyTorch profiler's timeline), in its own process; any failure leaves the plan without it.
-    """
-    if context.device != "cuda" or profilers_mode() != "auto":
-        return None, ""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None, ""
-    summary = reference_system_profile(task, context)
-    if summary.get("status") != "ok":
-        return None, f"planner: no reference profile ({summary.get('status')}: {summary.get('reason', '')})"
-    profile = profile_from_system(summary)
-    return profile, f"planner: reference profile: {profile.summary}"
-
-
-def gpu_evidence(
-    task: Task, candidate: Candidate, context: Context, evidence: diagnosis.Evidence, need_reference: bool
-) -> None:
-    """Fill in the system profile and the NCU records of the candidate (and the reference's timeline)."""
-    from tools.profilers import ncu
-    from tools.profilers.system_profile import system_profile
-
-    options = _tool_options(context)
-    evidence.system = system_profile(task.source, candidate.source, **options)
-    launches = int(os.environ.get(NCU_LAUNCHES_ENV, ncu.DEFAULT_LAUNCH_COUNT))
-    evidence.ncu = ncu.profile_kernels(task.source, candidate.source, launch_count=launches, **options)
-    if need_reference:
-        evidence.reference_system = reference_system_profile(task, context)
-
-
 def policy_advice(
     context: Context,
     task: Task,
@@ -125,14 +49,20 @@ def policy_advice(
     candidate: Candidate,
     test: TestResult,
     profile: Profile,
-    diagnosis_text: str,
+    diagnosed: diagnosis.Diagnosis,
     notes: list[str],
 ) -> tuple[Feedback | None, bool, str]:
-    """(advice, whether the policy read the diagnosis, a log line when it gave none)."""
+    """(advice, whether the policy wrote it from the diagnosis's text, a log line when it gave none).
+
+    A policy gets what its `advise` takes: the diagnosis's text (`diagnosis`, the LLM verifier), its
+    findings as data (`findings`, the offline policy maps them to its optimisations), the notes.
+    """
     policy = get_policy(context)
     kwargs: dict[str, Any] = {}
     if accepts_keyword(policy.advise, "diagnosis"):
-        kwargs["diagnosis"] = diagnosis_text
+        kwargs["diagnosis"] = diagnosed.text()
+    if accepts_keyword(policy.advise, "findings"):
+        kwargs["findings"] = list(diagnosed.findings)
     if accepts_keyword(policy.advise, "notes"):
         kwargs["notes"] = notes
     try:
@@ -158,10 +88,10 @@ def write_report(out_dir: str, candidate: Candidate, report: dict[str, Any]) -> 
 def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Profile the candidate, diagnose it, retrieve guidance and give the coder one cited Feedback."""
     context = runtime.context
-    task = Task.model_validate(state["task"])
-    plan = Plan.model_validate(state["plan"])
-    candidate = Candidate.model_validate(state["candidate"])
-    test = TestResult.model_validate(state["test"])
+    task = read(state, "task", Task)
+    plan = read(state, "plan", Plan)
+    candidate = read(state, "candidate", Candidate)
+    test = read(state, "test", TestResult)
     response = run_worker(
         eval_request(task, candidate.source, context, "profile", state.get("plan")), context
     )
@@ -176,11 +106,12 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         }
     profile = to_profile(response["profile"])
     device = str(response.get("device", "") or "")
-    evidence = diagnosis.Evidence(profile=profile, device=device)
+    evidence = Evidence(profile=profile, device=device)
     update: dict[str, Any] = {}
     log: list[str] = []
     if evidence.on_gpu and context.device == "cuda" and profilers_mode() == "auto":
-        gpu_evidence(task, candidate, context, evidence, need_reference=not state.get("reference_profile"))
+        need_reference = not state.get("reference_profile")
+        gather_gpu_evidence(task, candidate, context, evidence, need_reference=need_reference)
         if evidence.system_ok:
             profile = profile_from_system(evidence.system or {})
             evidence.profile = profile
@@ -198,7 +129,7 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     guidance = diagnosis.retrieve_guidance(diagnosed)
     feedback = diagnosis.feedback_from(diagnosed, guidance)
     advice, read_diagnosis, why_none = policy_advice(
-        context, task, plan, candidate, test, profile, diagnosed.text(), guidance.notes
+        context, task, plan, candidate, test, profile, diagnosed, guidance.notes
     )
     feedback = diagnosis.merge_advice(feedback, advice, policy_read_diagnosis=read_diagnosis)
     log += [f"profiler: {profile.summary}", f"diagnosis: {diagnosed.summary()}"]

@@ -6,9 +6,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.artifacts import Attempt, BuildResult, Candidate, Feedback, Task, TestResult
+from graph.artifacts import Attempt, Best, BuildResult, Candidate, Feedback, Task, TestResult
 from graph.context import Context
-from graph.state import State
+from graph.state import State, read, read_optional
 from nodes.support.budget import charged
 from nodes.support.worker_client import eval_request, run_worker, to_build_result, to_test_result
 
@@ -65,8 +65,8 @@ def hacked_feedback(test: TestResult) -> Feedback:
 def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Evaluate the current candidate; keep the best verified one; give the fix branch its evidence."""
     context = runtime.context
-    task = Task.model_validate(state["task"])
-    candidate = Candidate.model_validate(state["candidate"])
+    task = read(state, "task", Task)
+    candidate = read(state, "candidate", Candidate)
     response = run_worker(eval_request(task, candidate.source, context, "verify", state.get("plan")), context)
     build = to_build_result(response)
     test = to_test_result(response, candidate.source)
@@ -85,11 +85,11 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update: dict[str, Any] = {"build": build.dump(), "test": test.dump(), "history": [attempt.dump()]}
 
     if test.status == "passed" and test.verdict != "hacked":
-        best = state.get("best")
-        best_ms = best["test"]["candidate_ms"] if best else None
+        best = read_optional(state, "best", Best)
+        best_ms = best.test.candidate_ms if best else None
         gain = best_ms / test.candidate_ms - 1.0 if best_ms and test.candidate_ms else None
         if best is None or (test.candidate_ms or float("inf")) < (best_ms or float("inf")):
-            update["best"] = {"candidate": candidate.dump(), "test": test.dump(), "build": build.dump()}
+            update["best"] = Best(candidate=candidate, test=test, build=build).dump()
         update |= {"fix_streak": 0, "last_gain": gain, "coder_mode": "optimize"}
         speed = (
             f"{test.candidate_ms:.3f} ms vs eager {test.eager_ms:.3f} ms" if test.candidate_ms else "untimed"

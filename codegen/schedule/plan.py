@@ -36,10 +36,11 @@ from codegen.schedule.fusion import (
     gemm_folds,
 )
 from graph.artifacts import FusionGroup, HostPlan, OpInfo, Plan, Profile, Subtask, Task
+from tools.roofline import FALLBACK_GPU, KNOWN, speed_of_light
 
-# H200 ceilings measured on the device (docs/hardware.md).
-PEAK_BANDWIDTH = 4.3e12  # bytes/s, copy
-PEAK_GEMM_FLOPS = 51e12  # fp32 without TF32
+# The plan is made before any GPU is seen: its speed of light is the project target's (the H200's
+# measured ceilings in tools.roofline), in fp32 without TF32, the precision the suite is held to.
+TARGET_CEILINGS = KNOWN[FALLBACK_GPU]
 LAUNCH_US = 5.0  # typical launch + Python dispatch cost of one kernel, microseconds
 
 
@@ -287,7 +288,8 @@ def build_plan(task: Task, analysis: Analysis, reference_profile: Profile | None
 
 
 def speed_of_light_ms(total_flops: int, total_bytes: int) -> float:
-    return max(total_flops / PEAK_GEMM_FLOPS, total_bytes / PEAK_BANDWIDTH) * 1e3
+    """The plan's SOL time on the target GPU (tools.roofline.speed_of_light), in milliseconds."""
+    return speed_of_light(total_flops, total_bytes, TARGET_CEILINGS, "fp32").sol_ms
 
 
 def _host_plan(

@@ -19,7 +19,7 @@ from typing import Any
 
 from graph.artifacts import Feedback, Plan
 from nodes import diagnosis
-from nodes.profiler import profile_from_system
+from nodes.support.evidence import profile_from_system
 from tools.profilers.ncu import NcuResult, kernel_groups
 from tools.roofline import Ceilings, classify_kernel, device_ceilings, speed_of_light
 

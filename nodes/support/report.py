@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.state import State
+from graph.artifacts import Best
+from graph.state import State, read_optional
 from nodes.llm.call_log import summarize
 from tools.sandbox import SandboxError, layers_line, platform_layers
 
@@ -40,12 +41,12 @@ def build_report(
     state: State, status: str, reason: str, policy: str, sandbox: str = "auto"
 ) -> dict[str, Any]:
     """Everything a reader needs about the run, as plain data (sandbox: the run's mode; its layers here)."""
-    best = state.get("best") or {}
-    best_test = best.get("test") or {}
-    best_build = best.get("build") or state.get("build") or {}
+    best = read_optional(state, "best", Best)
+    best_test = best.test.dump() if best is not None else {}
+    best_build = best.build.dump() if best is not None else state.get("build") or {}
     plan = state.get("plan") or {}
     task = state.get("task") or {}
-    shown = best.get("candidate") or state.get("candidate") or {}
+    shown = best.candidate.dump() if best is not None else state.get("candidate") or {}
     return {
         "problem": task.get("name") or state.get("problem_name") or state.get("problem_path"),
         "status": status,

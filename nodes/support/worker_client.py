@@ -7,12 +7,12 @@ JSON `EvalResponse` back into typed artifacts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from graph.artifacts import BuildResult, KernelStat, Profile, Task, TestResult
 from graph.context import Context
 from tools import checks
-from tools.protocol import Action, EvalRequest, EvalResponse
+from tools.protocol import Action, EvalRequest, EvalResponse, ProfileInfo
 
 
 def eval_request(
@@ -62,7 +62,8 @@ def to_build_result(response: EvalResponse) -> BuildResult:
 
 def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
     """The verdict joins the worker's dynamic findings with the static checks of the candidate's source."""
-    hack = checks.hack_report(candidate_source, response.get("findings") or [])
+    dynamic = cast("list[dict[str, str]]", response.get("findings") or [])  # protocol.Finding dicts
+    hack = checks.hack_report(candidate_source, dynamic)
     correctness = response.get("correctness") or {}
     timing = response.get("timing") or {}
     candidate_ms = timing.get("candidate_ms")
@@ -88,7 +89,7 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
     )
 
 
-def to_profile(info: dict[str, Any], source: str = "torch_profiler") -> Profile:
+def to_profile(info: ProfileInfo, source: str = "torch_profiler") -> Profile:
     """A Profile artifact from the worker's profile section (candidate or reference)."""
     top = [
         KernelStat(

@@ -1,14 +1,16 @@
-"""OfflinePolicy as graph.policy.Policy: write, fix, optimise, advise."""
+"""OfflinePolicy as graph.policy.Policy: write, fix, optimise, and advise from the one diagnosis."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from codegen.advice import CUDA_GRAPH_ADVICE, EW_UNROLL_ADVICE, requested
 from codegen.policy import OfflinePolicy, options_from_meta
-from graph.artifacts import Candidate, Feedback, KernelStat, Plan, Profile, Task, TestResult
+from graph.artifacts import Candidate, Feedback, Finding, KernelStat, Plan, Profile, Task, TestResult
 from graph.context import Context
 from graph.policy import get_policy
+from tools.roofline import KNOWN
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
 
@@ -158,20 +160,60 @@ def _profile(kernels: int, device_ms: float, top: str, share: float, own: float)
     )
 
 
-def test_advise_spots_a_launch_bound_program() -> None:
+def _diagnosis(plan: Plan, test: TestResult, profile: Profile) -> list[Finding]:
+    """The profile node's one diagnosis of this profile on the H200 (what `advise` is handed)."""
+    from nodes import diagnosis
+
+    evidence = diagnosis.Evidence(profile=profile, device="NVIDIA H200")
+    return diagnosis.diagnose(evidence, plan=plan, test=test, ceilings=KNOWN["NVIDIA H200"]).findings
+
+
+def test_advise_maps_a_launch_bound_diagnosis_to_a_cuda_graph() -> None:
     policy, task, plan, candidate = first_candidate("level3/1_MLP.py")
     test = TestResult(status="passed", candidate_ms=0.09, eager_ms=0.1)
-    feedback = policy.advise(task, plan, candidate, test, _profile(12, 0.03, "sm90_xmma_gemm", 0.4, 0.9))
-    assert feedback.kind == "optimize" and feedback.summary.startswith("launch-bound")
-    assert feedback.suggestions[0].startswith("[cuda_graph]")
-    assert "speed of light" in feedback.evidence
+    profile = _profile(12, 0.03, "sm90_xmma_gemm", 0.4, 0.9)
+    findings = _diagnosis(plan, test, profile)
+    assert findings[0].rule == "launch-bound"
+    feedback = policy.advise(task, plan, candidate, test, profile, findings=findings)
+    assert feedback.kind == "optimize" and feedback.suggestions == [CUDA_GRAPH_ADVICE]  # top kernel: cuBLAS
+    assert "launch-bound" in feedback.summary and "-> cuda_graph" in feedback.evidence
+    faster = policy.revise(task, plan, candidate, feedback, "optimize", 2)
+    assert faster.meta["optimizations"] == ["cuda_graph"] and faster.meta["options"]["cuda_graph"]
 
 
-def test_advise_names_the_dominant_kernel_and_speed_of_light() -> None:
+def test_advise_unrolls_our_elementwise_kernel_below_speed_of_light() -> None:
     policy, task, plan, candidate = first_candidate("level1/1_ReLU.py")
     sol_ms = plan.total_bytes / 4.3e12 * 1e3
     test = TestResult(status="passed", candidate_ms=4 * sol_ms)
     profile = _profile(1, 4 * sol_ms, "void stitch_ew_vec_kernel<StitchEw_abc>(...)", 1.0, 1.0)
-    feedback = policy.advise(task, plan, candidate, test, profile)
-    assert "25% of speed of light" in feedback.summary and "dominant kernel" in feedback.summary
-    assert feedback.suggestions[0].startswith("[ew_unroll]")
+    findings = _diagnosis(plan, test, profile)
+    assert [f.rule for f in findings] == ["sol-gap"] and "25% of speed of light" in findings[0].title
+    feedback = policy.advise(task, plan, candidate, test, profile, findings=findings)
+    assert feedback.suggestions == [EW_UNROLL_ADVICE] and "sol-gap" in feedback.summary
+    # the same diagnosis with a library kernel on top asks for nothing the offline coder has
+    library_top = _profile(1, 4 * sol_ms, "void at::vectorized_elementwise_kernel<4>(...)", 1.0, 0.0)
+    assert policy.advise(task, plan, candidate, test, library_top, findings=findings).suggestions == []
+
+
+def test_kernel_findings_name_the_kernel_the_remedy_needs() -> None:
+    policy, task, plan, candidate = first_candidate("level1/1_ReLU.py")
+    test = TestResult(status="passed", candidate_ms=1.0)
+    profile = _profile(1, 1.0, "sm90_xmma_gemm", 1.0, 0.0)  # the profile's top is not ours
+    ours = Finding(rule="latency-bound", title="t", impact=0.3, kernel="stitch_ew_vec_kernel")
+    theirs = Finding(rule="latency-bound", title="t", impact=0.3, kernel="gemm_tiled")
+    assert policy.advise(task, plan, candidate, test, profile, findings=[ours]).suggestions == [
+        EW_UNROLL_ADVICE
+    ]
+    assert policy.advise(task, plan, candidate, test, profile, findings=[theirs]).suggestions == []
+    nothing = policy.advise(task, plan, candidate, test, profile)
+    assert nothing.suggestions == [] and "nothing" in nothing.summary
+
+
+def test_a_busy_gpu_is_not_launch_bound_so_the_default_decides() -> None:
+    policy, task, plan, candidate = first_candidate("level2/4_Conv_BN_ReLU.py")
+    test = TestResult(status="passed", candidate_ms=1.0)
+    profile = _profile(8, 0.98, "sm80_xmma_fprop_implicit_gemm", 0.8, 0.2)  # 98% busy
+    findings = _diagnosis(plan, test, profile)
+    assert "launch-bound" not in {f.rule for f in findings}
+    advice = policy.advise(task, plan, candidate, test, profile, findings=findings)
+    assert advice.suggestions == [] and requested(advice) == []

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, REPO
+from support.llm_answers import SCALE_RELU_PLAN
 from support.llm_stub_server import Reply, StubServer
 from support.recording_langsmith import RecordingLangSmith
 from support.scripted_policy import OPTIMIZED
@@ -33,23 +34,6 @@ PROBLEM = str(FIXTURES / "problems" / "scale_relu.py")
 FLUSH_S = 4.0
 RUN_LIMIT_S = 300.0  # the whole CLI run, planner to exit; it takes about 30 s here
 
-PLAN_ANSWER: dict[str, Any] = {
-    "task": "scale_relu",
-    "groups": [
-        {
-            "id": "g1",
-            "kind": "elementwise",
-            "nodes": ["sub", "relu", "mul"],
-            "template": "one fused grid-stride kernel",
-            "covered": True,
-        }
-    ],
-    "subtasks": [{"id": "s1", "title": "fused sub+relu+mul kernel", "groups": ["g1"]}],
-    "host": {"buffers": [], "streams": 1, "cuda_graph": False, "notes": ""},
-    "covered_ops": ["sub", "relu", "mul"],
-    "uncovered_ops": [],
-    "notes": "memory-bound",
-}
 ADVICE = {"kind": "optimize", "summary": "fuse the three ops", "suggestions": ["one pass over x"]}
 
 
@@ -60,7 +44,7 @@ def program_answer(summary: str) -> str:
 def llm_script() -> list[Reply]:
     """plan, program (passes on the CPU), advice, the same program again (nothing new: finalize)."""
     return [
-        Reply.json(PLAN_ANSWER),
+        Reply.json(SCALE_RELU_PLAN),
         Reply.text(program_answer("torch ops, clamp_min")),
         Reply.json(ADVICE),
         Reply.text(program_answer("nothing better")),

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, REPO
+from support.llm_answers import SCALE_RELU_PLAN
 from support.llm_stub_server import Reply, StubServer
 from support.scripted_policy import OPTIMIZED
 
@@ -48,24 +49,6 @@ pytestmark = pytest.mark.skipif(
     LANGGRAPH is None,
     reason="langgraph-cli[inmem] and langgraph-sdk are not installed (python -m pip install -e '.[studio]')",
 )
-
-PLAN_ANSWER: dict[str, Any] = {
-    "task": "scale_relu",
-    "groups": [
-        {
-            "id": "g1",
-            "kind": "elementwise",
-            "nodes": ["sub", "relu", "mul"],
-            "template": "fused",
-            "covered": True,
-        }
-    ],
-    "subtasks": [{"id": "s1", "title": "fused sub+relu+mul kernel", "groups": ["g1"]}],
-    "host": {"buffers": [], "streams": 1, "cuda_graph": False, "notes": ""},
-    "covered_ops": ["sub", "relu", "mul"],
-    "uncovered_ops": [],
-    "notes": "memory-bound",
-}
 
 
 def free_port() -> int:
@@ -216,7 +199,7 @@ def test_the_llm_policy_runs_a_problem_through_the_api(
 ) -> None:
     program = f"Summary: torch ops\n\n```python\n{OPTIMIZED}```\n"
     advice = {"kind": "optimize", "summary": "fuse the three ops", "suggestions": ["one pass over x"]}
-    llm.add(Reply.json(PLAN_ANSWER), Reply.text(program), Reply.json(advice), Reply.text(program))
+    llm.add(Reply.json(SCALE_RELU_PLAN), Reply.text(program), Reply.json(advice), Reply.text(program))
     seen = len(llm.requests)
     thread = client.threads.create()
     result = client.runs.wait(

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.llm_answers import RELU_PLAN
 from support.llm_stub_server import Reply, StubServer
 from test_llm_policy import (
     PASSED,
     PLAN,
-    PLAN_ANSWER,
     PROFILE,
     RELU_SOLUTION,
     TASK,
@@ -48,7 +48,7 @@ def test_a_server_that_ignores_json_schema_and_tool_choice_is_asked_for_text_fro
     server: StubServer,
 ) -> None:
     """What `transformers serve` does: 200 with free text whatever response_format and tool_choice say."""
-    server.add(Reply.text(PROSE), Reply.text(PROSE), Reply.text("The plan: " + json.dumps(PLAN_ANSWER)))
+    server.add(Reply.text(PROSE), Reply.text(PROSE), Reply.text("The plan: " + json.dumps(RELU_PLAN)))
     policy = make_policy(server)
     with collecting() as calls:
         plan = policy.plan(TASK, None)
@@ -65,7 +65,7 @@ def test_a_server_that_ignores_json_schema_and_tool_choice_is_asked_for_text_fro
     assert calls[0]["answer_chars"] == len(PROSE) and calls[0]["input_tokens"] == 11
     assert all(c["latency_s"] >= 0 for c in calls)
 
-    server.add(Reply.json(PLAN_ANSWER))
+    server.add(Reply.json(RELU_PLAN))
     with collecting() as calls:
         policy.plan(TASK, None)  # both ignored methods are remembered: one request, as text
     assert [(c["method"], c["outcome"]) for c in calls] == [("text", "parsed")]
@@ -73,8 +73,8 @@ def test_a_server_that_ignores_json_schema_and_tool_choice_is_asked_for_text_fro
 
 
 def test_json_that_a_constraining_server_cut_short_does_not_count_as_ignored(server: StubServer) -> None:
-    truncated = json.dumps(PLAN_ANSWER)[:60]
-    server.add(Reply.text(truncated, finish_reason="length"), Reply.json(PLAN_ANSWER))
+    truncated = json.dumps(RELU_PLAN)[:60]
+    server.add(Reply.text(truncated, finish_reason="length"), Reply.json(RELU_PLAN))
     policy = make_policy(server)
     with collecting() as calls:
         policy.plan(TASK, None)
@@ -84,14 +84,14 @@ def test_json_that_a_constraining_server_cut_short_does_not_count_as_ignored(ser
     ]
     assert calls[0]["detail"] == "the answer hit the token limit before the JSON was complete"
     assert calls[0]["finish_reason"] == "length"
-    server.add(Reply.json(PLAN_ANSWER))
+    server.add(Reply.json(RELU_PLAN))
     with collecting() as calls:
         policy.plan(TASK, None)
     assert [c["method"] for c in calls] == ["json_schema"]  # still tried: the server did constrain it
 
 
 def test_structured_output_setting_goes_straight_to_text_with_schema_and_skeleton(server: StubServer) -> None:
-    server.add(Reply.json(PLAN_ANSWER))
+    server.add(Reply.json(RELU_PLAN))
     plan = make_policy(server, llm_structured_output="text").plan(TASK, None)
     assert "via text" in plan.notes
     (request,) = server.requests

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, REPO
 from langgraph.checkpoint.memory import InMemorySaver
+from support.llm_answers import SCALE_RELU_PLAN
 from support.llm_stub_server import RecordedRequest, Reply, StubServer
 from support.scripted_policy import BUILD_ERROR, CORRECT_CPP, OPTIMIZED
 
@@ -26,23 +27,6 @@ from nodes.llm.policy import LLMPolicy
 PROBLEM = str(FIXTURES / "problems" / "scale_relu.py")
 GARBAGE = "I am sorry, but as a language model I prefer to describe the kernel in words."
 
-PLAN_ANSWER: dict[str, Any] = {
-    "task": "scale_relu",
-    "groups": [
-        {
-            "id": "g1",
-            "kind": "elementwise",
-            "nodes": ["sub", "relu", "mul"],
-            "template": "one fused grid-stride kernel",
-            "covered": True,
-        }
-    ],
-    "subtasks": [{"id": "s1", "title": "Write the fused sub+relu+mul kernel", "groups": ["g1"]}],
-    "host": {"buffers": [], "streams": 1, "cuda_graph": False, "notes": ""},
-    "covered_ops": ["sub", "relu", "mul"],
-    "uncovered_ops": [],
-    "notes": "memory-bound: one read, one write",
-}
 ADVICE_1 = {
     "kind": "optimize",
     "summary": "the scalar C++ loop reads x once but runs on one core",
@@ -124,7 +108,7 @@ def section(prompt: str, title: str) -> str:
 @pytest.mark.slow
 def test_fix_and_optimise_loop_with_every_failure_on_its_edge(server: StubServer) -> None:
     server.add(
-        Reply.json(PLAN_ANSWER),
+        Reply.json(SCALE_RELU_PLAN),
         Reply.text(answer(BUILD_ERROR, "a first C++ extension")),  # -> build_error -> fix
         Reply.text(GARBAGE),  # -> parse_error -> fix (coder -> coder)
         Reply.text(answer(CORRECT_CPP, "fixed the C++ syntax")),  # -> passed -> profile
@@ -196,7 +180,7 @@ def test_fix_and_optimise_loop_with_every_failure_on_its_edge(server: StubServer
 
 
 def test_repeated_garbage_without_a_program_ends_failed(server: StubServer) -> None:
-    server.add(Reply.json(PLAN_ANSWER), *[Reply.text(GARBAGE)] * 3)
+    server.add(Reply.json(SCALE_RELU_PLAN), *[Reply.text(GARBAGE)] * 3)
     state, steps = run(llm_context(server))
 
     assert nodes(steps) == ["planner", "coder", "coder", "coder", "finalize"]
@@ -223,7 +207,7 @@ def test_repeated_garbage_without_a_program_ends_failed(server: StubServer) -> N
 
 def test_repeated_garbage_while_optimising_keeps_the_verified_program(server: StubServer) -> None:
     server.add(
-        Reply.json(PLAN_ANSWER),
+        Reply.json(SCALE_RELU_PLAN),
         Reply.text(answer(OPTIMIZED, "torch ops")),
         Reply.json(ADVICE_2),
         *[Reply.text(GARBAGE)] * 3,
@@ -252,7 +236,7 @@ def test_repeated_garbage_while_optimising_keeps_the_verified_program(server: St
 
 def test_an_endpoint_failure_ends_the_run_with_the_best_program_kept(server: StubServer) -> None:
     server.add(
-        Reply.json(PLAN_ANSWER),
+        Reply.json(SCALE_RELU_PLAN),
         Reply.text(answer(OPTIMIZED, "torch ops")),
         Reply.json(ADVICE_2),
         Reply.error(500, "model server out of memory"),

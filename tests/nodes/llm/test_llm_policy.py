@@ -35,6 +35,7 @@ try:
     from support.llm_stub_server import Reply, StubServer
 except ImportError:  # tests/ imported as a package
     from support.llm_stub_server import Reply, StubServer
+from support.llm_answers import RELU_PLAN
 
 REPO = Path(__file__).resolve().parents[3]
 RELU_SOLUTION = (REPO / "docs" / "examples" / "relu_solution.py").read_text()
@@ -80,24 +81,7 @@ TRACED_OPS = [
         bytes=2_097_152,
     )
 ]
-PLAN_ANSWER: dict[str, Any] = {
-    "task": "whatever the model says",
-    "groups": [
-        {
-            "id": "g_relu",
-            "kind": "elementwise",
-            "nodes": ["relu"],
-            "template": "vectorised float4 grid-stride kernel",
-            "covered": True,
-        }
-    ],
-    "subtasks": [{"id": "s1", "title": "Write the float4 ReLU kernel", "groups": ["g_relu"]}],
-    "host": {"buffers": [], "streams": 1, "cuda_graph": False, "notes": ""},
-    "covered_ops": ["relu"],
-    "uncovered_ops": [],
-    "notes": "memory-bound: one read, one write",
-}
-PLAN = Plan.model_validate({**PLAN_ANSWER, "task": "19_ReLU", "ops": [op.dump() for op in TRACED_OPS]})
+PLAN = Plan.model_validate({**RELU_PLAN, "task": "19_ReLU", "ops": [op.dump() for op in TRACED_OPS]})
 PROFILE = Profile(
     source="torch_profiler",
     device_ms=0.0123,
@@ -173,7 +157,7 @@ def make_policy(
 
 
 def test_planner_asks_for_a_plan_by_json_schema_with_the_reference_and_op_table(server: StubServer) -> None:
-    server.add(Reply.json(PLAN_ANSWER))
+    server.add(Reply.json(RELU_PLAN))
     plan = make_policy(server).plan(TASK, PROFILE)
 
     assert plan.task == "19_ReLU"  # the task's name, not the model's
@@ -200,8 +184,8 @@ def test_planner_asks_for_a_plan_by_json_schema_with_the_reference_and_op_table(
 def test_planner_falls_back_to_function_calling_when_json_schema_is_rejected(server: StubServer) -> None:
     server.add(
         Reply.error(400, "response_format json_schema is not supported by this server"),
-        Reply.tool_call("Plan", PLAN_ANSWER),
-        Reply.tool_call("Plan", PLAN_ANSWER),
+        Reply.tool_call("Plan", RELU_PLAN),
+        Reply.tool_call("Plan", RELU_PLAN),
     )
     policy = make_policy(server)
     plan = policy.plan(TASK, None)
@@ -221,7 +205,7 @@ def test_planner_falls_back_to_function_calling_when_json_schema_is_rejected(ser
 def test_planner_parses_json_wrapped_in_thinking_and_prose(server: StubServer) -> None:
     import json
 
-    text = f"<think>groups first</think>Here is the plan:\n```json\n{json.dumps(PLAN_ANSWER)}\n```\nDone."
+    text = f"<think>groups first</think>Here is the plan:\n```json\n{json.dumps(RELU_PLAN)}\n```\nDone."
     server.add(Reply.text(text))
     plan = make_policy(server).plan(TASK, None)
     assert plan.subtasks[0].title == "Write the float4 ReLU kernel"
@@ -234,7 +218,7 @@ def test_planner_last_resort_is_plain_text_with_the_schema_in_the_prompt(server:
     server.add(
         Reply.error(400, "response_format is not supported"),
         Reply.error(400, "tool_choice is not supported"),
-        Reply.text("The plan: " + json.dumps(PLAN_ANSWER) + " (end)"),
+        Reply.text("The plan: " + json.dumps(RELU_PLAN) + " (end)"),
     )
     plan = make_policy(server).plan(TASK, None)
     assert "via text" in plan.notes
@@ -458,7 +442,7 @@ def test_missing_api_key_is_a_settings_error_naming_the_variable_and_sends_nothi
 
 def test_roles_can_use_different_servers_and_models(server: StubServer) -> None:
     with StubServer([Reply.text(coder_answer())], model="coder-model") as coder_server:
-        server.add(Reply.json(PLAN_ANSWER))
+        server.add(Reply.json(RELU_PLAN))
         environ = {
             **KEY_ENV,
             "STITCHCUDA_CODER_BASE_URL": coder_server.url,
@@ -474,7 +458,7 @@ def test_roles_can_use_different_servers_and_models(server: StubServer) -> None:
 def test_every_call_is_named_tagged_and_described_for_langsmith(server: StubServer) -> None:
     from langchain_core.tracers.context import collect_runs
 
-    server.add(Reply.json(PLAN_ANSWER), Reply.text(coder_answer()))
+    server.add(Reply.json(RELU_PLAN), Reply.text(coder_answer()))
     policy = make_policy(server)
     with collect_runs() as collector:
         policy.plan(TASK, None)
