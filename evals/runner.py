@@ -105,7 +105,7 @@ def baseline_config(
         modes=modes,
         device=device,
         perf_trials=int(run_arg(run_args, "--perf-trials") or defaults.perf_trials),
-        harness=defaults.tolerance_mode,
+        harness=run_arg(run_args, "--harness") or defaults.tolerance_mode,
         inputs_on_device=defaults.inputs_on_device,
         timeout_s=timeout_s,
     )
@@ -127,8 +127,10 @@ def discover(paths: Sequence[str]) -> list[SuiteProblem]:
         for file in suite_files(path):
             level = file.parent.name if file.parent.name.startswith("level") else "custom"
             found.append(SuiteProblem(f"{level}/{file.stem}", level, file.resolve()))
-    seen: set[str] = set()
-    return [p for p in found if not (p.key in seen or seen.add(p.key))]
+    unique: dict[str, SuiteProblem] = {}
+    for problem in found:
+        unique.setdefault(problem.key, problem)
+    return list(unique.values())
 
 
 # ----------------------------------------------------------------------------------------------

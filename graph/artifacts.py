@@ -107,7 +107,7 @@ class Plan(Artifact):
     ops: list[OpInfo] = Field(default_factory=list)
     groups: list[FusionGroup] = Field(default_factory=list)
     subtasks: list[Subtask] = Field(default_factory=list)
-    host: HostPlan = Field(default_factory=HostPlan)
+    host: HostPlan = Field(default_factory=lambda: HostPlan())
     total_flops: int = 0
     total_bytes: int = 0
     covered_ops: list[str] = Field(default_factory=list, description="op kinds with custom kernels")
@@ -176,6 +176,11 @@ class TestResult(Artifact):
     verdict: str = Field("clean", description="clean, suspicious or hacked (tools.checks.verdict)")
     operator_coverage: float | None = Field(
         None, description="share of the reference's GPU time done by the program's own kernels"
+    )
+    kernelbench: dict[str, Any] | None = Field(
+        default=None,
+        description="strict runs: the KernelBench-harness cross-check {status, message, max_abs_err, "
+        "reference_tf32_spread, tolerance}",
     )
 
 

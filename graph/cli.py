@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
+    from tools.protocol import Finding
+
 EXIT_VERIFIED = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -50,6 +52,18 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", default=defaults.gpu_arch, help="CUDA architecture to build for (sm_90)")
     p.add_argument("--device", default=defaults.device, choices=["cuda", "cpu"], help=argparse.SUPPRESS)
     p.add_argument("--perf-trials", type=int, default=defaults.perf_trials, help="timed calls per program")
+    p.add_argument(
+        "--harness",
+        default=defaults.tolerance_mode,
+        choices=["strict", "kernelbench"],
+        help="strict (default: our stronger checks) or kernelbench (KernelBench's rules and process state)",
+    )
+    p.add_argument(
+        "--kernelbench-check",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.kernelbench_check,
+        help="strict: also check each new best program as KernelBench's harness would",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the final line")
     _add_sandbox_flag(p, defaults.sandbox)
     p.add_argument(
@@ -275,7 +289,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             print(f"stitchcuda: {label} {path}: cannot be read ({exc})", file=sys.stderr)
             return EXIT_BAD_INPUT
-    dynamic: list[dict[str, str]] = []
+    dynamic: list[Finding] = []
     coverage = None
     if not args.static_only:
         dynamic, coverage = _dynamic_findings(args, texts["problem"], texts["solution"])
@@ -291,7 +305,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _dynamic_findings(
     args: argparse.Namespace, problem: str, solution: str
-) -> tuple[list[dict[str, str]], float | None]:
+) -> tuple[list[Finding], float | None]:
     import torch
 
     from tools.checks import finding
@@ -318,7 +332,7 @@ def _dynamic_findings(
     if args.sol_ms:
         request["sol_ms"] = args.sol_ms
     response = evaluate(request, timeout_s=args.timeout)
-    found = [cast("dict[str, str]", f) for f in response.get("findings") or []]  # protocol.Finding dicts
+    found: list[Finding] = list(response.get("findings") or [])
     status = response.get("status", "crashed")
     first_line = (response.get("message") or status).splitlines()[0]
     if status == "wrong_output" and not any(f.get("severity") == "error" for f in found):
@@ -438,6 +452,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         gpu_arch=args.arch,
         device=args.device,
         perf_trials=args.perf_trials,
+        tolerance_mode=args.harness,
+        kernelbench_check=args.kernelbench_check,
         out_dir=str(out),
         hybrid_start=args.hybrid_start,
     )

@@ -63,6 +63,13 @@ class Context:
             "methodology, to compare with published numbers)."
         },
     )
+    kernelbench_check: bool = field(
+        default=True,
+        metadata={
+            "description": "In strict mode, also check each new best program as KernelBench's own harness "
+            "would (its loading, PyTorch's precision defaults); the report names any disagreement."
+        },
+    )
     correctness_trials: int = field(
         default=5, metadata={"description": "Random input sets the candidate must match the reference on."}
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
@@ -10,7 +10,13 @@ from graph.artifacts import Attempt, Best, BuildResult, Candidate, Feedback, Tas
 from graph.context import Context
 from graph.state import State, read, read_optional
 from nodes.support.budget import charged
-from nodes.support.worker_client import eval_request, run_worker, to_build_result, to_test_result
+from nodes.support.worker_client import (
+    eval_request,
+    kernelbench_cross_check,
+    run_worker,
+    to_build_result,
+    to_test_result,
+)
 
 
 def failure_feedback(build: BuildResult, test: TestResult) -> Feedback:
@@ -37,7 +43,7 @@ def failure_feedback(build: BuildResult, test: TestResult) -> Feedback:
                 "move the most complex fused group to a simpler implementation",
             ],
         )
-    kind = "timeout" if status == "timeout" else "runtime_error"
+    kind: Literal["timeout", "runtime_error"] = "timeout" if status == "timeout" else "runtime_error"
     return Feedback(
         kind=kind,
         summary=f"the program {'timed out' if kind == 'timeout' else 'failed at run time'}: "
@@ -89,6 +95,11 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         best_ms = best.test.candidate_ms if best else None
         gain = best_ms / test.candidate_ms - 1.0 if best_ms and test.candidate_ms else None
         if best is None or (test.candidate_ms or float("inf")) < (best_ms or float("inf")):
+            if context.tolerance_mode == "strict" and context.kernelbench_check:
+                test = test.model_copy(
+                    update={"kernelbench": kernelbench_cross_check(task, candidate, context)}
+                )
+                update["test"] = test.dump()
             update["best"] = Best(candidate=candidate, test=test, build=build).dump()
         update |= {"fix_streak": 0, "last_gain": gain, "coder_mode": "optimize"}
         speed = (

@@ -35,7 +35,8 @@ def read_markdown(path: Path) -> list[Section]:
     if text.startswith("---\n") and "\n---" in text[4:]:
         text = text[text.index("\n---", 4) + 4 :]
     sections: list[Section] = []
-    title, lines, in_fence = path.stem, [], False
+    lines: list[str] = []
+    title, in_fence = path.stem, False
     for line in text.splitlines():
         if FENCE.match(line):
             in_fence = not in_fence

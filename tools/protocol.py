@@ -48,6 +48,7 @@ class EvalRequest(TypedDict, total=False):
     perf_trials: int  # default 100
     warmup: int  # default 3
     time_reference: bool  # also time the eager reference in the same run (default True)
+    correctness_only: bool  # stop after the correctness trials (the KernelBench cross-check), default False
     profile_reference: bool  # action=profile: profile the reference too (default False)
     cache_dir: str  # build cache root (default: tools.build.default_cache_dir())
     timeout_s: float  # enforced by the parent; the worker uses it for its own budgeting
@@ -86,6 +87,9 @@ class CorrectnessInfo(TypedDict, total=False):
     norm_err: float | None  # strict: worst ||out - ref64|| / ||ref64|| against the float64 reference
     norm_allowed: float | None  # strict: the limit that applied (max(0.1 x tolerance, 16 x PyTorch's own))
     ref_norm_err: float | None  # strict: the fp32 reference's own normalised error
+    reference_tf32_spread: (
+        float  # kernelbench, on failure: the reference's own move between cuDNN TF32 on and off
+    )
     signed_trial: str  # strict: the extra sign-randomised trial: "passed", "failed" or "skipped: why"
 
 

@@ -25,8 +25,9 @@ from codegen.emit.kernels import CodegenError, GroupWriter
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
 from codegen.frontend.ops import ATTR, OUTPUT, SCALAR, VIEW
 from codegen.frontend.source import indent
-from codegen.schedule.fusion import REFERENCE, Group, realize
+from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
+from codegen.schedule.precision import tf32_matched_levels
 
 RUNTIME_FILE = Path(__file__).parent / "runtime.py"
 CORE_HELPERS = (
@@ -134,13 +135,24 @@ def assemble(analysis: Analysis, options: Options) -> Program:
     return _untraced_program(analysis, options, reason="no group could be written")
 
 
+@dataclass
+class _Forward:
+    """What writing one forward body produced (the fast body and the TF32-matched one share it)."""
+
+    helpers: list[str] = field(default_factory=list)
+    helper_names: dict[str, str] = field(default_factory=dict)
+    templates: dict[str, str] = field(default_factory=dict)
+    covered: set[str] = field(default_factory=set)
+    uncovered: set[str] = field(default_factory=set)
+    launches: int = 0
+
+
 def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     traced, classifier = analysis.traced, analysis.classifier
     assert traced is not None and classifier is not None
     emitter = ForwardEmitter(traced.graph, analysis.source.forward_params, analysis.namespace)
     unit = CudaUnit()
     writer = GroupWriter(classifier, unit, emitter.names, ew_unroll=options.ew_unroll)
-    steps = realize(analysis.steps, options.levels)
     body: list[str] = []
     if traced.concrete:
         for node, value in zip(
@@ -148,12 +160,45 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         ):
             if isinstance(value, torch.Tensor):
                 body.append(f"_stitch_expect({emitter.names[node]}, {tuple(int(s) for s in value.shape)!r})")
-    helpers: list[str] = []
-    helper_names: dict[str, str] = {}
-    templates: dict[str, str] = {}
-    covered: set[str] = set()
-    uncovered: set[str] = set()
-    launches = 0
+    fast = _Forward()
+    fast_body = _write_body(realize(analysis.steps, options.levels), emitter, writer, fast)
+    matched_levels = tf32_matched_levels(analysis.steps, options.levels)
+    matched_body: list[str] | None = None
+    if matched_levels is not None:
+        # Same unit, emitter and helper table: the matched body reuses the fast body's helpers.
+        matched = _Forward(helpers=fast.helpers, helper_names=fast.helper_names)
+        matched_body = _write_body(realize(analysis.steps, matched_levels), emitter, writer, matched)
+        body.append(
+            "if torch.backends.cudnn.allow_tf32:  # keep the reference's TF32 rounding (codegen.schedule.precision)"
+        )
+        body.append(f"    return self._stitch_forward_tf32({', '.join(analysis.source.forward_params)})")
+    output = next(n for n in traced.graph.nodes if n.op == "output")
+    body += fast_body + [emitter.statement(output)]
+    if matched_body is not None:
+        matched_body.append(emitter.statement(output))
+    # The literals start with a newline; cuda.cu / main.cpp are exactly these strings, so compiler
+    # line numbers index them directly.
+    cuda_src = "" if unit.empty else "\n" + unit.cuda_source()
+    cpp_src = "" if unit.empty else "\n" + unit.cpp_source()
+    uses_gemm = "gemm" in unit.libs
+    source = _program_text(
+        analysis, options, body, fast.helpers, cuda_src, cpp_src, uses_gemm, traced.concrete, matched_body
+    )
+    return Program(
+        source=source,
+        templates=fast.templates,
+        covered_ops=sorted(fast.covered),
+        uncovered_ops=sorted(fast.uncovered - fast.covered),
+        cuda_src=cuda_src,
+        cpp_src=cpp_src,
+        launches=fast.launches,
+        options=options,
+    )
+
+
+def _write_body(steps: list[Step], emitter: ForwardEmitter, writer: GroupWriter, out: _Forward) -> list[str]:
+    """The forward's statements for these steps; helpers, templates and coverage accumulate in `out`."""
+    body: list[str] = []
     for step in steps:
         group: Group | None = step.group
         if group is None:
@@ -167,11 +212,11 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         if group.kind == REFERENCE:
             for spec in group.specs:
                 body.append(f"{emitter.statement(spec.node)}  # {group.id}: PyTorch")
-                uncovered.add(spec.op)
+                out.uncovered.add(spec.op)
             for node in group.absorbed:
                 body.append(emitter.statement(node))
-            templates[group.id] = "pytorch"
-            launches += len(group.specs)
+            out.templates[group.id] = "pytorch"
+            out.launches += len(group.specs)
             continue
         try:
             code = writer.write(group)
@@ -179,34 +224,17 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
             raise GroupCodeError(group.base_id, f"{type(exc).__name__}: {exc}") from exc
         # Groups with identical helpers (an unrolled loop's steps) share one function.
         text = code.helper.source("@HELPER@")
-        helper_name = helper_names.get(text)
+        helper_name = out.helper_names.get(text)
         if helper_name is None:
             helper_name = code.helper.name
-            helper_names[text] = helper_name
-            helpers.append(text.replace("@HELPER@", helper_name, 1))
-        templates[group.id] = code.template
-        launches += code.launches
-        covered.update(s.op for s in group.specs)
+            out.helper_names[text] = helper_name
+            out.helpers.append(text.replace("@HELPER@", helper_name, 1))
+        out.templates[group.id] = code.template
+        out.launches += code.launches
+        out.covered.update(s.op for s in group.specs)
         targets = ", ".join(emitter.names[n] for n in group.outputs)
         body.append(f"{targets} = {helper_name}({', '.join(code.helper.call_args)})  # {group.id}")
-    output = next(n for n in traced.graph.nodes if n.op == "output")
-    body.append(emitter.statement(output))
-    # The literals start with a newline; cuda.cu / main.cpp are exactly these strings, so compiler
-    # line numbers index them directly.
-    cuda_src = "" if unit.empty else "\n" + unit.cuda_source()
-    cpp_src = "" if unit.empty else "\n" + unit.cpp_source()
-    uses_gemm = "gemm" in unit.libs
-    source = _program_text(analysis, options, body, helpers, cuda_src, cpp_src, uses_gemm, traced.concrete)
-    return Program(
-        source=source,
-        templates=templates,
-        covered_ops=sorted(covered),
-        uncovered_ops=sorted(uncovered - covered),
-        cuda_src=cuda_src,
-        cpp_src=cpp_src,
-        launches=launches,
-        options=options,
-    )
+    return body
 
 
 def _header(analysis: Analysis, extra: str) -> list[str]:
@@ -242,6 +270,7 @@ def _program_text(
     cpp_src: str,
     uses_gemm: bool,
     concrete: bool,
+    matched_body: list[str] | None = None,
 ) -> str:
     extra = "Custom CUDA kernels implement the covered fusion groups; the rest stays PyTorch."
     lines = _header(analysis, extra)
@@ -271,11 +300,13 @@ def _program_text(
     if analysis.source.prelude:
         parts.append("\n\n".join(analysis.source.prelude))
     parts.extend(h.rstrip() for h in helpers)
-    parts.append(_model_class(analysis, body, options.cuda_graph))
+    parts.append(_model_class(analysis, body, options.cuda_graph, matched_body))
     return "\n\n\n".join(p.rstrip() for p in parts if p.strip()) + "\n"
 
 
-def _model_class(analysis: Analysis, body: list[str], cuda_graph: bool) -> str:
+def _model_class(
+    analysis: Analysis, body: list[str], cuda_graph: bool, matched_body: list[str] | None = None
+) -> str:
     source = analysis.source
     members = [indent(m, 4) for m in source.class_members]
     signature = source.forward_signature
@@ -291,6 +322,8 @@ def _model_class(analysis: Analysis, body: list[str], cuda_graph: bool) -> str:
         )
     else:
         forward = f"    def forward({signature}):\n{forward_body}"
+    if matched_body is not None:
+        forward += f"\n\n    def _stitch_forward_tf32({signature}):\n{indent(chr(10).join(matched_body), 8)}"
     return "class ModelNew(nn.Module):\n" + "\n\n".join(members + [forward]) + "\n"
 
 

@@ -183,18 +183,19 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = {
+    summary = summary_lines(rows)
+    report: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
         "args": {k: v for k, v in vars(args).items()},
         "seconds": round(time.monotonic() - started, 1),
-        "summary": summary_lines(rows),
+        "summary": summary,
         "rows": [{k: v for k, v in r.items()} for r in rows],
     }
     (out / "stability.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     print(f"device: {report['device']}; torch {report['torch']}; {report['seconds']} s")
     print(table(rows, args.passes))
-    for line in report["summary"]:
+    for line in summary:
         print(line)
     return 0
 

@@ -35,6 +35,7 @@ from typing import Any
 from tools import roofline
 from tools.process import kill_group, wait_then_kill_group
 from tools.profilers import ncu as ncu_tool
+from tools.profilers import ncu_records
 from tools.profilers import nsys as nsys_tool
 from tools.profilers.system_profile import torch_profile
 from tools.profilers.timeline import unavailable
@@ -162,7 +163,7 @@ def environment(cap: Capture) -> tuple[str | None, str | None, set[str]]:
         available = ncu_tool.parse_query_metrics(
             _capture_text([ncu, "--query-metrics"], cap.raw / "ncu-query-metrics.txt")
         )
-        bases = sorted({m.split(".")[0] for m in (*ncu_tool.EXTRA_METRICS, *ncu_tool.SECTION_METRICS)})
+        bases = sorted({m.split(".")[0] for m in (*ncu_tool.EXTRA_METRICS, *ncu_records.SECTION_METRICS)})
         _capture_text(
             [ncu, "--query-metrics", "--query-metrics-mode", "suffix", "--metrics", ",".join(bases)],
             cap.raw / "ncu-query-metrics-suffix.txt",

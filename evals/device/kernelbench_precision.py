@@ -140,7 +140,7 @@ def investigate(problem: Path, program: Path | None, build: str) -> dict[str, An
             on_layers = layer_outputs(reference, inputs)
         with tf32(False):
             off_layers = layer_outputs(reference, inputs)
-        per_layer = [
+        per_layer: list[dict[str, Any]] = [
             {"layer": name, "max_diff": max_diff(a, b), "allclose": passes(b, a)}
             for (name, a), (_, b) in zip(on_layers, off_layers, strict=False)
         ]

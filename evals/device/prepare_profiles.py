@@ -49,22 +49,12 @@ def load_task(path: Path) -> Task:
 
 
 def offline_program(task: Task, arch: str) -> tuple[Plan, str, str]:
-    """(plan, candidate source, which code wrote it): the offline policy when it exists, else codegen."""
-    try:
-        from codegen.policy import OfflinePolicy
-    except ImportError:
-        OfflinePolicy = None  # noqa: N806 - the class, when the policy module exists
-    if OfflinePolicy is not None:
-        policy = OfflinePolicy(Context(policy="offline", gpu_arch=arch))
-        plan = policy.plan(task, None)
-        return plan, policy.write(task, plan, 1).source, "codegen.policy.OfflinePolicy"
-    from codegen.emit.assemble import Options, assemble
-    from codegen.schedule.plan import analyse, build_plan
+    """(plan, candidate source, which code wrote it): the offline policy's first candidate."""
+    from codegen.policy import OfflinePolicy
 
-    analysis = analyse(task)
-    plan = build_plan(task, analysis)
-    program = assemble(analysis, Options(arch=arch, cuda_graph=plan.host.cuda_graph))
-    return plan, program.source, "codegen.emit.assemble (first candidate of the offline planner)"
+    policy = OfflinePolicy(Context(policy="offline", gpu_arch=arch))
+    plan = policy.plan(task, None)
+    return plan, policy.write(task, plan, 1).source, "codegen.policy.OfflinePolicy"
 
 
 def _git_head() -> str:

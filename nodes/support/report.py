@@ -7,6 +7,7 @@ from typing import Any
 from graph.artifacts import Best
 from graph.state import State, read_optional
 from nodes.llm.call_log import summarize
+from nodes.support.worker_client import kernelbench_line
 from tools.sandbox import SandboxError, layers_line, platform_layers
 
 
@@ -72,6 +73,7 @@ def build_report(
         },
         "profile": _profile_fields(state.get("profile")),
         "reference_profile": _profile_fields(state.get("reference_profile")),
+        "harness": kernelbench_line(best_test.get("kernelbench")) if best_test else None,
         "hack_check": {k: best_test.get(k) for k in ("verdict", "findings", "operator_coverage")}
         if best_test
         else None,
@@ -94,6 +96,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- coder turns: {report['iterations']}; build of the reported program: {_fmt(report['build_s'], '.1f')} s",
         f"- custom kernels for: {', '.join(report['covered_ops']) or 'none'}",
         f"- left to PyTorch: {', '.join(report['uncovered_ops']) or 'none'}",
+        f"- harness: {report.get('harness') or '-'}",
         f"- hack check: {_hack_line(report.get('hack_check'))}",
         f"- sandbox: {layers_line(report.get('sandbox'))}",
         "",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from graph.artifacts import BuildResult, KernelStat, Profile, Task, TestResult
+from graph.artifacts import BuildResult, Candidate, KernelStat, Profile, Task, TestResult
 from graph.context import Context
 from tools import checks
-from tools.protocol import Action, EvalRequest, EvalResponse, ProfileInfo
+from tools.protocol import Action, EvalRequest, EvalResponse, Finding, ProfileInfo
 
 
 def eval_request(
@@ -49,6 +49,55 @@ def run_worker(request: EvalRequest, context: Context) -> EvalResponse:
     return evaluate(request, timeout_s=context.eval_timeout_s, sandbox=context.sandbox)
 
 
+def kernelbench_cross_check(task: Task, candidate: Candidate, context: Context) -> dict[str, Any]:
+    """The verdict of KernelBench's rules and process state on a program strict mode passed.
+
+    One more worker run (the build is cached; correctness only, no timing): the answer to "would
+    KernelBench's own harness accept this?", which users compare systems by (docs/kernelbench.md §5).
+    """
+    request = eval_request(task, candidate.source, context, "verify")
+    request["mode"] = "kernelbench"
+    request["correctness_only"] = True
+    request["dynamic_checks"] = False
+    request["inputs_on_device"] = False
+    response = run_worker(request, context)
+    correctness = response.get("correctness") or {}
+    tolerance = float(request.get("atol", 1e-4))
+    return {
+        "status": response.get("status", "crashed"),
+        "message": str(response.get("message", "") or ""),
+        "max_abs_err": correctness.get("max_abs_err"),
+        "reference_tf32_spread": correctness.get("reference_tf32_spread"),
+        "tolerance": tolerance,
+    }
+
+
+def kernelbench_line(check: dict[str, Any] | None) -> str:
+    """'verified (strict); KernelBench harness: fails at max diff X because Y', or agreement."""
+    if not check:
+        return "strict (KernelBench-harness cross-check not run)"
+    status = check.get("status")
+    if status == "passed":
+        return "verified (strict); KernelBench harness: passes"
+    if status != "wrong_output":
+        first = (check.get("message") or status or "").splitlines()[0] if check.get("message") else status
+        return f"verified (strict); KernelBench harness: {status}: {first}"
+    diff = check.get("max_abs_err")
+    spread = check.get("reference_tf32_spread")
+    tolerance = check.get("tolerance") or 1e-4
+    if spread is not None and spread > tolerance:
+        why = (
+            f"the reference itself moves by {spread:.3g} between cuDNN TF32 on and off (KernelBench keeps "
+            f"PyTorch's default, TF32 on), so its {tolerance:g} tolerance asks for eager's TF32 rounding"
+        )
+    elif spread is not None:
+        why = f"it differs from the TF32 reference beyond the reference's own TF32 spread ({spread:.3g})"
+    else:
+        why = "it differs from the reference beyond the tolerance under KernelBench's process state"
+    shown = "?" if diff is None else f"{diff:.3g}"
+    return f"verified (strict); KernelBench harness: fails at max diff {shown} because {why}"
+
+
 def to_build_result(response: EvalResponse) -> BuildResult:
     build = response.get("build") or {}
     return BuildResult(
@@ -62,7 +111,7 @@ def to_build_result(response: EvalResponse) -> BuildResult:
 
 def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
     """The verdict joins the worker's dynamic findings with the static checks of the candidate's source."""
-    dynamic = cast("list[dict[str, str]]", response.get("findings") or [])  # protocol.Finding dicts
+    dynamic = cast("list[Finding]", response.get("findings") or [])
     hack = checks.hack_report(candidate_source, dynamic)
     correctness = response.get("correctness") or {}
     timing = response.get("timing") or {}

@@ -89,9 +89,8 @@ def score(sample: Sample, settings: RewardSettings | None = None) -> Breakdown:
     answer = read_answer(sample.completion, sample.task.source)
     rule, findings, measured = _rule_and_findings(sample, answer, settings, evidence)
     if _decorative(sample, answer, findings, measured):
-        findings.append(
-            finding(rubrics.DECORATIVE, "error", "the program's kernels do none of the plan's operators")
-        )
+        decorative = finding(rubrics.DECORATIVE, "error", "the program's kernels do none of the plan's operators")
+        findings.append({key: str(value) for key, value in decorative.items()})
     rubric = rubrics.deterministic_rubric(sample, answer, findings, measured)
     judge_flag = ""
     if settings.judge is not None and answer.program is not None:

@@ -9,11 +9,12 @@ box. The candidate's prints are moved to stderr, so stdout stays free for the an
 --response file is given. --progress names a file that always holds the current phase and the
 partial answer, which is what the parent reports when it has to kill us.
 
-Rules: seeded construction of Model and ModelNew (KernelBench's), precision switches pinned
-(TF32 off) and guarded, then one of two modes (tools.worker.correctness and tools.worker.timing say why):
+Rules: seeded construction of Model and ModelNew (KernelBench's), precision switches guarded, then
+one of two modes (tools.worker.correctness and tools.worker.timing say why):
 - kernelbench: KernelBench's exact methodology (5 trials, reference first on the same tensors,
-  allclose by precision; mean of cold-L2 CUDA-event timings);
-- strict: cloned and rotated inputs, both call orders, poisoned free memory, a float64 check, a
+  allclose by precision; mean of cold-L2 CUDA-event timings) and its process state: sources exec'd
+  into one dict as its scripts do, PyTorch's precision defaults left on (tools.worker.kernelbench_state);
+- strict: TF32 pinned off, cloned and rotated inputs, both call orders, poisoned free memory, a float64 check, a
   sign-randomised trial, every timed output checked, device-wide and host clocks, and the dynamic
   hack checks (tools.worker.dynamic_checks) whose findings the response carries under "findings".
 Only the measuring part holds the device lock; builds run in parallel across workers.
@@ -30,6 +31,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,6 +47,13 @@ from tools.protocol import EvalRequest, EvalResponse, Finding, json_safe, merge
 from tools.worker import dynamic_checks, gpu_lock
 from tools.worker.guards import check_guards, pin_precision, snapshot_guards
 from tools.worker.harness import Harness, Settings
+from tools.worker.kernelbench_state import (
+    KernelBenchLoad,
+    construct_candidate,
+    construct_reference,
+    exec_candidate,
+    load_reference,
+)
 from tools.worker.loading import build_info, construct, import_candidate, load_problem, raise_for_failed_build
 from tools.worker.profile_action import profile
 from tools.worker.reporting import Outcome, Progress, exception_summary
@@ -88,18 +97,34 @@ def _run(
         arch, cache_dir, on_start=lambda name: progress(f"building extension '{name}'")
     )
 
-    problem = None
+    # kernelbench mode keeps KernelBench's process state (tools.worker.kernelbench_state); strict pins TF32 off.
+    kernelbench = settings.mode == "kernelbench" and action != "build"
+    problem: Any = None
+    load: KernelBenchLoad | None = None
     if action != "build":
         progress("loading the problem")
-        problem = load_problem(request)
-    pin_precision()
+        if kernelbench:
+            load = load_reference(request)
+            problem = load.problem
+        else:
+            problem = load_problem(request)
+    if not kernelbench:
+        pin_precision()
     guards = snapshot_guards()
     watch = dynamic_checks.Watch()
     l2_baseline = None
     if action != "build" and device_kind == "cuda" and torch.cuda.is_available():
         l2_baseline = dynamic_checks.persisting_l2_limit()  # before the program can touch it
+    if load is not None:
+        on_device = device_kind == "cuda" and torch.cuda.is_available()
+        construct_reference(
+            load, torch.device(device_kind if on_device else "cpu"), settings.seed, settings.dtype
+        )
     progress("importing the candidate")
-    candidate = import_candidate(request, response)
+    if load is not None:
+        candidate: Any = exec_candidate(request, response, load, str(cache_dir / "torch_extensions"))
+    else:
+        candidate = import_candidate(request, response)
     built = response.get("build", {})
     if action == "build":
         response["message"] = (
@@ -120,9 +145,15 @@ def _run(
     progress("waiting for the device lock")
     with gpu_lock.exclusive(gpu_lock.lock_path(cache_dir, device.type)):
         progress("constructing the models")
-        models = construct(problem, candidate, device, settings.seed, settings.dtype, watch)
+        if load is not None:
+            models = construct_candidate(
+                load, candidate, device, settings.seed, settings.dtype, watch.running()
+            )
+        else:
+            models = construct(problem, candidate, device, settings.seed, settings.dtype, watch)
         check_guards(guards)
-        pin_precision()
+        if not kernelbench:
+            pin_precision()
         harness = Harness(guards, watch, device, l2_baseline)
         try:
             if action == "verify":

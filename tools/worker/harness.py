@@ -68,6 +68,7 @@ class Settings:
         self.dynamic = bool(request.get("dynamic_checks", self.strict))
         self.input_sets = max(1, int(request.get("timing_input_sets", TIMING_INPUT_SETS)))
         self.time_reference = bool(request.get("time_reference", True))
+        self.correctness_only = bool(request.get("correctness_only", False))  # a cross-check needs no timing
 
 
 class Harness:

@@ -31,6 +31,7 @@ from tools.worker.harness import (
     timing_sets,
 )
 from tools.worker.inputs import prepare_inputs, set_seed
+from tools.worker.kernelbench_state import reference_tf32_spread
 from tools.worker.reporting import Outcome, Progress, exception_summary
 from tools.worker.timing import time_kernelbench, time_strict
 
@@ -113,7 +114,20 @@ def verify(
     findings.extend(report.findings)
     response["correctness"] = report.to_dict()  # type: ignore[typeddict-item]
     if not report.ok:
+        if not settings.strict and device.type == "cuda":
+            spread = run_or_fail(
+                "Model",
+                "re-run with cuDNN TF32 off",
+                lambda: reference_tf32_spread(
+                    reference, problem.get_inputs, device, settings.seed, settings.dtype
+                ),
+            )
+            if spread is not None:
+                response["correctness"]["reference_tf32_spread"] = spread
         raise Outcome("wrong_output", report.message)
+    if settings.correctness_only:
+        response["message"] = f"correct on {report.trials} trials (correctness only: not timed)"
+        return
 
     if settings.strict:
         info = _time_strict(settings, progress, problem, models, device, deadline, harness)
