@@ -23,6 +23,7 @@ from codegen.emit.expressions import c_float, op_expr
 from codegen.frontend.ops import Classifier, ModuleAttr, OpSpec, python_attr_path
 from codegen.schedule.fusion import (
     BATCH_NORM,
+    CONV,
     ELEMENTWISE,
     GEMM,
     LAYER_NORM,
@@ -365,6 +366,10 @@ class GroupWriter:
             template, launches = self._row(group, helper)
         elif group.kind == BATCH_NORM:
             template, launches = self._batch_norm(group, helper)
+        elif group.kind == CONV:
+            from codegen.emit.conv import write_conv  # conv's writer builds on this module
+
+            template, launches = write_conv(self, group, helper)
         else:
             raise CodegenError(f"no writer for group kind {group.kind}")
         return GroupCode(helper=helper, template=template, launches=launches)
