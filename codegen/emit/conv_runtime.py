@@ -83,7 +83,7 @@ def _stitch_conv(
     workspace = _STITCH_CONV_WORKSPACES.get(slot)
     if workspace is None:
         workspace = torch.empty(0, device=y.device, dtype=torch.uint8)
-    args = [
+    operands = [
         x.data_ptr(),
         w.data_ptr(),
         b.data_ptr() if b is not None else 0,
@@ -104,9 +104,9 @@ def _stitch_conv(
         act,
         int(torch.backends.cudnn.allow_tf32),
     ]
-    wanted = _ext.conv(*args, workspace.data_ptr(), workspace.numel(), stream)
+    wanted = _ext.conv(*operands, workspace.data_ptr(), workspace.numel(), stream)
     if wanted > workspace.numel():  # first call of a shape needing more: grow, then run
         workspace = torch.empty(wanted, device=y.device, dtype=torch.uint8)
         _STITCH_CONV_WORKSPACES[slot] = workspace
-        _ext.conv(*args, workspace.data_ptr(), workspace.numel(), stream)
+        _ext.conv(*operands, workspace.data_ptr(), workspace.numel(), stream)
     return y

@@ -50,7 +50,7 @@ struct StitchConvArgs {
   float* y;
   int64_t n, c, k;
   int64_t in[3], ker[3], out[3], pad[3], stride[3], dil[3];
-  int nd, groups, transposed, act, tf32;
+  int nd, groups, transposed, act, allow_tf32;
 };
 
 struct StitchConvPlan {
@@ -300,7 +300,7 @@ static cudnnStatus_t stitch_conv_workspace_size(cudnnHandle_t h, StitchConvPlan*
 // The algorithms cuDNN offers for this problem in its heuristic order, TF32 ones only when allowed.
 static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a,
                                             std::vector<StitchConvCandidate>* out) {
-  const cudnnMathType_t wanted = a.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  const cudnnMathType_t wanted = a.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   cudnnStatus_t st = cudnnSetConvolutionMathType(p->conv, wanted);
   if (st != CUDNN_STATUS_SUCCESS) return st;
   std::vector<int> algos;
@@ -331,15 +331,16 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
   if (st != CUDNN_STATUS_SUCCESS) return st;
   for (size_t i = 0; i < algos.size(); ++i) {
     if (status[i] != CUDNN_STATUS_SUCCESS) continue;
-    const bool tensor_op = maths[i] == CUDNN_TENSOR_OP_MATH || maths[i] == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (!a.tf32 && tensor_op) continue;
-    if (maths[i] == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;  // would round fp32 inputs to fp16
+    // Plain FMA or default math; tensor-op (TF32) math only when allowed; never the math that converts
+    // fp32 inputs down to fp16.
+    const bool plain = maths[i] == CUDNN_FMA_MATH || maths[i] == CUDNN_DEFAULT_MATH;
+    if (!plain && !(a.allow_tf32 && maths[i] == CUDNN_TENSOR_OP_MATH)) continue;
     bool seen = false;
     for (const StitchConvCandidate& c : *out) seen = seen || c.algo == algos[i];
     if (seen) continue;
     StitchConvCandidate c;
     c.algo = algos[i];
-    c.math = a.tf32 ? maths[i] : CUDNN_FMA_MATH;
+    c.math = a.allow_tf32 ? maths[i] : CUDNN_FMA_MATH;
     c.memory = 0;
     if (stitch_conv_workspace_size(h, p, a.transposed, c.algo, c.math, &c.memory) != CUDNN_STATUS_SUCCESS) continue;
     out->push_back(c);
@@ -504,7 +505,7 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
   if (ref < usable.size() && cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
     float* out = gate ? (float*)scratch : t.y;
     double* acc = gate ? (double*)((char*)scratch + y_bytes) : nullptr;
-    const double tolerance = a.tf32 ? STITCH_CONV_GATE_TF32 : STITCH_CONV_GATE_FMA;
+    const double tolerance = a.allow_tf32 ? STITCH_CONV_GATE_TF32 : STITCH_CONV_GATE_FMA;
     for (size_t i = 0; i < usable.size(); ++i) {
       for (int fused = 0; fused < 2; ++fused) {
         if (fused && !(fused_ok && stitch_conv_fusable(a, t, usable[i].algo))) continue;
@@ -608,7 +609,7 @@ static int stitch_conv_plan(cudnnHandle_t h, const StitchConvArgs& a, const Stit
   key[24] = t.bias != nullptr;
   key[25] = t.z != nullptr;
   key[26] = a.act;
-  key[27] = a.tf32;
+  key[27] = a.allow_tf32;
   key[28] = device;
   key[29] = align == 0;
   StitchConvPlan* p = nullptr;
@@ -687,7 +688,7 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
   a.groups = groups;
   a.transposed = transposed;
   a.act = act;
-  a.tf32 = tf32;
+  a.allow_tf32 = tf32;
   if (nd < 1 || nd > 3 || groups < 1 || c < 1 || k < 1 || c % groups || k % groups || act < 0 || act > 1) {
     return STITCH_CUDNN_ERROR(CUDNN_STATUS_BAD_PARAM);
   }
