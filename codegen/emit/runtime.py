@@ -226,7 +226,8 @@ class _StitchGraphRunner:
         if not usable or torch.cuda.is_current_stream_capturing():
             return fn(*args)
         key = tuple((tuple(a.shape), a.dtype, a.device, a.is_contiguous()) for a in args)
-        key = key + (torch.is_grad_enabled(), module.training)
+        # cuDNN's math mode is read when the forward runs, so a captured graph holds one mode.
+        key = key + (torch.is_grad_enabled(), module.training, torch.backends.cudnn.allow_tf32)
         entry = self.entries.get(key)
         if entry is None:
             entry = self._capture(module, fn, args)
