@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codegen.emit.kernels import ChainOp, GroupWriter, Helper, Token, build_chain, spec_ops
+from codegen.emit.kernels import ChainOp, GroupWriter, Helper, Token, spec_ops
 from codegen.schedule.conv import conv_folds, conv_template
 from codegen.schedule.fusion import Group
 
@@ -65,15 +65,5 @@ def write_conv(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         chain_ops.append(ChainOp("add", [raw, bias_c], {}, anchor.node))
         key = raw
     chain_ops += spec_ops(group.epilogue[fold.count :])
-    helper.locals[key] = "out"
-    names: dict[Any, str] = {} if isinstance(key, Token) else {key: "out"}
-    launches = 1
-    if chain_ops:
-        chain = build_chain(writer.classifier, chain_ops, writer.shape(anchor.node))
-        outs = [n for n in group.outputs if n not in names]
-        inplace = "out" if key not in group.outputs else None
-        produced = writer._ew_call(helper, chain, outs, group, "e_", inplace)
-        names.update(zip(outs, produced, strict=True))
-        launches += 1
-    helper.returns = [names[n] for n in group.outputs]
+    launches = writer.library_epilogue(helper, group, key, chain_ops)
     return conv_template(writer.classifier, group), launches
