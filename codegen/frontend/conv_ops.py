@@ -110,9 +110,10 @@ def conv_params(op: str, raw: dict[str, Any], kernel: tuple[int, ...]) -> ConvPa
         raise ValueError(f"groups={groups!r} is not a positive constant int")
     if min(stride) < 1 or min(dilation) < 1 or min(pad) < 0 or min(output_padding) < 0:
         raise ValueError("stride/dilation must be >= 1 and padding >= 0")
-    for op_, s, d in zip(output_padding, stride, dilation, strict=True):
-        if op_ >= max(s, d):
-            raise ValueError("output_padding must be smaller than stride or dilation")
+    # PyTorch allows output_padding < max(stride, dilation); cuDNN's backward-data view of the problem
+    # needs it below the stride (its forward output of our output must be the input again).
+    if any(op_ >= s for op_, s in zip(output_padding, stride, strict=True)):
+        raise ValueError("output_padding not smaller than the stride")
     return ConvParams(nd, transposed, stride, pad, dilation, output_padding, groups)
 
 

@@ -184,6 +184,7 @@ def test_functional_convs_bind_pytorch_argument_order() -> None:
         ("nn.Conv2d(3, 4, 3, padding=1, padding_mode='reflect')", (2, 3, 8, 8), "padding_mode"),
         ("nn.Conv2d(3, 4, 4, padding='same')", (2, 3, 8, 8), "one side more"),
         ("nn.Conv2d(3, 4, 3)", (3, 8, 8), "batched"),
+        ("nn.ConvTranspose2d(3, 4, 3, dilation=3, output_padding=1)", (2, 3, 8, 8), "smaller than the stride"),
     ],
 )
 def test_what_cudnn_cannot_run_stays_pytorch_with_a_reason(

@@ -488,7 +488,9 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
   size_t ws_bytes = 0;
   for (const StitchConvCandidate& c : usable) ws_bytes = c.memory > ws_bytes ? c.memory : ws_bytes;
   const bool epilogue = t.bias != nullptr || t.z != nullptr || a.act != 0;
-  const bool fused_ok = !a.transposed && epilogue && (t.bias != nullptr || stitch_conv_zero_bias(p, a.k, stream) == 0);
+  // Without the gate's scratch a fused call could not be checked for reading its (poisoned) output.
+  const bool fused_ok = !a.transposed && epilogue && gate &&
+                        (t.bias != nullptr || stitch_conv_zero_bias(p, a.k, stream) == 0);
   if (!fused_ok) (void)cudaGetLastError();
   // Reference result in y: the first accurate-class algorithm that runs (plain call + our epilogue).
   int err = STITCH_CUDNN_ERROR(CUDNN_STATUS_NOT_SUPPORTED);
@@ -510,6 +512,12 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
       for (int fused = 0; fused < 2; ++fused) {
         if (fused && !(fused_ok && stitch_conv_fusable(a, t, usable[i].algo))) continue;
         const StitchConvCandidate& c = usable[i];
+        // NaN bytes first: a variant that reads its output before writing it (the harness poisons freed
+        // memory the same way) fails the gate instead of passing on lucky zeros.
+        if (gate && cudaMemsetAsync(out, 0xFF, (size_t)y_numel * sizeof(float), stream) != cudaSuccess) {
+          (void)cudaGetLastError();
+          continue;
+        }
         if (stitch_conv_run(h, p, a, c.algo, c.math, fused, t, out, n, ws, ws_bytes, stream) != 0) {
           (void)cudaGetLastError();
           continue;
