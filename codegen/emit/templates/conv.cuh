@@ -12,6 +12,10 @@
 // appended to a tab-separated file ($STITCHCUDA_CUDNN_CACHE, else ~/.cache/stitchcuda/cudnn-algos.tsv;
 // "off" disables it), so later processes skip the search.
 //
+// Depthwise 1-D/2-D convolutions (groups = input channels) also time a direct kernel of ours (below) that
+// applies bias, residual and ReLU in the same pass; it joins the search as one more algorithm, never as the
+// accuracy reference, so it is used only where it beats every cuDNN algorithm.
+//
 // Math: tf32=0 pins CUDNN_FMA_MATH (plain fp32 FMA, what PyTorch runs with cudnn.allow_tf32 off); tf32=1
 // uses CUDNN_DEFAULT_MATH, which lets cuDNN use TF32 tensor cores as PyTorch does by default.
 //
@@ -40,6 +44,9 @@
 #define STITCH_CONV_GATE_TF32 5e-3
 #define STITCH_CONV_TIMED_RUNS 3
 #define STITCH_CONV_SEARCH_WORKSPACE_CAP (8ull << 30)
+#define STITCH_DW_ALGO (-1)  // our depthwise kernel, as an algorithm id next to cuDNN's (which are >= 0)
+#define STITCH_DW_TILE 32    // output tile: 32 x 32, 32 x 8 threads, four rows each
+#define STITCH_DW_ROWS 4
 
 // One call as the host passes it; spatial arrays hold nd entries.
 struct StitchConvArgs {
@@ -156,6 +163,92 @@ __global__ void stitch_conv_sqdiff_kernel(const float* a, const float* ref, int6
   }
 }
 
+// Depthwise (one input channel per group, K/C outputs each) direct convolution with the epilogue fused:
+// a block stages its input tile (zero-padded) and the channel's weights in shared memory, then each thread
+// computes four outputs of one column.
+__global__ void __launch_bounds__(256) stitch_conv_depthwise_kernel(
+    const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+    const float* __restrict__ z, float* __restrict__ y, int C, int K, int H, int W, int OH, int OW, int KH, int KW,
+    int SH, int SW, int PH, int PW, int DH, int DW, int act, int tiles_w, int tiles_h, int tile_h_in, int tile_w_in) {
+  extern __shared__ float stitch_dw_shared[];
+  float* tile = stitch_dw_shared;
+  float* weights = stitch_dw_shared + tile_h_in * tile_w_in;
+  int64_t b = blockIdx.x;
+  const int tw = (int)(b % tiles_w);
+  b /= tiles_w;
+  const int th = (int)(b % tiles_h);
+  const int64_t plane = b / tiles_h;  // image * K + output channel
+  const int oc = (int)(plane % K);
+  const int64_t image = plane / K;
+  const int ic = oc / (K / C);
+  const int oh0 = th * STITCH_DW_TILE, ow0 = tw * STITCH_DW_TILE;
+  const int ih0 = oh0 * SH - PH, iw0 = ow0 * SW - PW;
+  const float* xp = x + (image * C + ic) * (int64_t)H * W;
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int i = tid; i < KH * KW; i += blockDim.x * blockDim.y) weights[i] = w[(int64_t)oc * KH * KW + i];
+  for (int r = threadIdx.y; r < tile_h_in; r += blockDim.y) {
+    const int ih = ih0 + r;
+    const bool row = ih >= 0 && ih < H;
+    for (int col = threadIdx.x; col < tile_w_in; col += blockDim.x) {
+      const int iw = iw0 + col;
+      tile[r * tile_w_in + col] = (row && iw >= 0 && iw < W) ? __ldg(xp + (int64_t)ih * W + iw) : 0.f;
+    }
+  }
+  __syncthreads();
+  const int ow = ow0 + threadIdx.x;
+  if (ow >= OW) return;
+  const float add = bias != nullptr ? bias[oc] : 0.f;
+  const int64_t out_plane = plane * (int64_t)OH * OW;
+#pragma unroll
+  for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
+    const int local = threadIdx.y + rr * blockDim.y;
+    const int oh = oh0 + local;
+    if (oh >= OH) break;
+    const float* base = tile + local * SH * tile_w_in + threadIdx.x * SW;
+    float acc = 0.f;
+    for (int i = 0; i < KH; ++i) {
+      for (int j = 0; j < KW; ++j) acc = fmaf(base[i * DH * tile_w_in + j * DW], weights[i * KW + j], acc);
+    }
+    float v = acc + add;
+    const int64_t e = out_plane + (int64_t)oh * OW + ow;
+    if (z != nullptr) v += z[e];
+    y[e] = (act == 1 && v < 0.f) ? 0.f : v;
+  }
+}
+
+// Shared memory of our depthwise kernel for this problem, or 0 when it does not apply.
+static size_t stitch_dw_smem(const StitchConvArgs& a) {
+  if (a.transposed || a.nd > 2 || a.groups != a.c || a.k % a.c != 0) return 0;
+  const int lead = 2 - a.nd;  // 1-D runs with a unit height
+  const int64_t kh = lead ? 1 : a.ker[0], kw = a.ker[a.nd - 1];
+  const int64_t sh = lead ? 1 : a.stride[0], sw = a.stride[a.nd - 1];
+  const int64_t dh = lead ? 1 : a.dil[0], dw = a.dil[a.nd - 1];
+  const int64_t rows = (STITCH_DW_TILE - 1) * sh + (kh - 1) * dh + 1, cols = (STITCH_DW_TILE - 1) * sw + (kw - 1) * dw + 1;
+  const int64_t bytes = (rows * cols + kh * kw) * (int64_t)sizeof(float);
+  return bytes <= 48 * 1024 ? (size_t)bytes : 0;
+}
+
+static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n, cudaStream_t stream) {
+  const bool flat = a.nd == 1;
+  const int H = flat ? 1 : (int)a.in[0], W = (int)a.in[a.nd - 1];
+  const int OH = flat ? 1 : (int)a.out[0], OW = (int)a.out[a.nd - 1];
+  const int KH = flat ? 1 : (int)a.ker[0], KW = (int)a.ker[a.nd - 1];
+  const int SH = flat ? 1 : (int)a.stride[0], SW = (int)a.stride[a.nd - 1];
+  const int PH = flat ? 0 : (int)a.pad[0], PW = (int)a.pad[a.nd - 1];
+  const int DH = flat ? 1 : (int)a.dil[0], DW = (int)a.dil[a.nd - 1];
+  const int tiles_w = (OW + STITCH_DW_TILE - 1) / STITCH_DW_TILE, tiles_h = (OH + STITCH_DW_TILE - 1) / STITCH_DW_TILE;
+  const int tile_h_in = (STITCH_DW_TILE - 1) * SH + (KH - 1) * DH + 1;
+  const int tile_w_in = (STITCH_DW_TILE - 1) * SW + (KW - 1) * DW + 1;
+  const int64_t blocks = (int64_t)tiles_w * tiles_h * n * a.k;
+  const size_t smem = stitch_dw_smem(a);
+  if (smem == 0 || blocks > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
+  const dim3 threads(STITCH_DW_TILE, STITCH_DW_TILE / STITCH_DW_ROWS);
+  stitch_conv_depthwise_kernel<<<(unsigned)blocks, threads, smem, stream>>>(
+      t.x, t.w, t.bias, t.z, y, (int)a.c, (int)a.k, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, a.act, tiles_w,
+      tiles_h, tile_h_in, tile_w_in);
+  return (int)cudaGetLastError();
+}
+
 static int stitch_conv_epilogue(float* y, const float* bias, const float* z, int64_t total, int64_t inner, int64_t k,
                                 int act, cudaStream_t stream) {
   if (bias == nullptr && z == nullptr && act == 0) return 0;
@@ -255,6 +348,7 @@ static cudnnStatus_t stitch_conv_describe(StitchConvPlan* p, const StitchConvArg
 static int stitch_conv_run(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a, int algo, cudnnMathType_t math,
                            int fused, const StitchConvPtrs& t, float* y, int64_t n, void* ws, size_t ws_bytes,
                            cudaStream_t stream) {
+  if (algo == STITCH_DW_ALGO) return stitch_dw_launch(a, t, y, n, stream);  // epilogue included
   cudnnStatus_t st = cudnnSetConvolutionMathType(p->conv, math);
   if (st != CUDNN_STATUS_SUCCESS) return STITCH_CUDNN_ERROR(st);
   const float one = 1.f, zero = 0.f;
@@ -288,6 +382,10 @@ static bool stitch_conv_accurate_class(int transposed, int algo) {
 
 static cudnnStatus_t stitch_conv_workspace_size(cudnnHandle_t h, StitchConvPlan* p, int transposed, int algo,
                                                 cudnnMathType_t math, size_t* bytes) {
+  if (algo == STITCH_DW_ALGO) {
+    *bytes = 0;
+    return CUDNN_STATUS_SUCCESS;
+  }
   cudnnStatus_t st = cudnnSetConvolutionMathType(p->conv, math);
   if (st != CUDNN_STATUS_SUCCESS) return st;
   if (transposed) {
@@ -344,6 +442,13 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
     c.memory = 0;
     if (stitch_conv_workspace_size(h, p, a.transposed, c.algo, c.math, &c.memory) != CUDNN_STATUS_SUCCESS) continue;
     out->push_back(c);
+  }
+  if (stitch_dw_smem(a) > 0) {  // after cuDNN's: the accuracy reference is always one of theirs
+    StitchConvCandidate own;
+    own.algo = STITCH_DW_ALGO;
+    own.math = CUDNN_FMA_MATH;
+    own.memory = 0;
+    out->push_back(own);
   }
   return CUDNN_STATUS_SUCCESS;
 }
@@ -419,7 +524,7 @@ static std::string stitch_conv_key_text(const int64_t* key, int device) {
     std::string name = prop.name;
     for (char& ch : name) ch = (ch == ' ' || ch == '\t') ? '_' : ch;
     char head[256];
-    snprintf(head, sizeof(head), "v1|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
+    snprintf(head, sizeof(head), "v2|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
     names[device] = head;
   }
   std::string text = names[device];
@@ -445,7 +550,7 @@ static int stitch_conv_zero_bias(StitchConvPlan* p, int64_t k, cudaStream_t stre
 
 // Can the fused call run this variant? (cuDNN allows the identity activation only with PRECOMP_GEMM.)
 static bool stitch_conv_fusable(const StitchConvArgs& a, const StitchConvPtrs& t, int algo) {
-  if (a.transposed || (t.bias == nullptr && t.z == nullptr && a.act == 0)) return false;
+  if (algo < 0 || a.transposed || (t.bias == nullptr && t.z == nullptr && a.act == 0)) return false;
   return a.act == 1 || algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
 }
 
