@@ -16,8 +16,18 @@
 // applies bias, residual and ReLU in the same pass; it joins the search as one more algorithm, never as the
 // accuracy reference, so it is used only where it beats every cuDNN algorithm.
 //
-// Math: tf32=0 pins CUDNN_FMA_MATH (plain fp32 FMA, what PyTorch runs with cudnn.allow_tf32 off); tf32=1
-// uses CUDNN_DEFAULT_MATH, which lets cuDNN use TF32 tensor cores as PyTorch does by default.
+// Math follows PyTorch's cuDNN TF32 setting, read by the caller at every call (`tf32`):
+// - tf32=0 (the strict harness): CUDNN_FMA_MATH only (plain fp32 FMA, what PyTorch runs with
+//   cudnn.allow_tf32 off); candidates must lie within 2e-6 normalised error of an FMA implicit GEMM.
+// - tf32=1 (PyTorch's default, KernelBench's harness): reproduce eager's precision class, because a TF32
+//   result differs from an FMA one by ~1e-3 relative, ten times KernelBench's tolerance. The accuracy
+//   reference is cuDNN's own first heuristic choice among the exact algorithm classes (TF32 where cuDNN's
+//   heuristics pick it, as eager's do) and candidates must lie within 2e-5 of it, which keeps TF32
+//   kernels that round the operands the same way and drops FMA, Winograd and FFT variants. The fused
+//   bias/activation call is not used (eager adds the bias after the convolution, in that order).
+//   Depthwise convolutions (groups = channels > 1, not transposed) are not cuDNN's in eager at all but
+//   PyTorch's own fp32 kernel: 1-D/2-D ones run our depthwise kernel, which sums in the same order (from
+//   the bias, taps row by row, one fma each), 3-D ones plain FMA math.
 //
 // Memory and streams: the caller passes the workspace (a growing buffer it owns per device and stream); when
 // it is too small the launcher runs nothing and reports the size it needs through `needed`. Handles are
@@ -41,12 +51,11 @@
 #define STITCH_CONV_PLANS 256
 #define STITCH_CONV_KEY 32
 #define STITCH_CONV_GATE_FMA 2e-6
-#define STITCH_CONV_GATE_TF32 5e-3
+#define STITCH_CONV_GATE_TF32 2e-5
 #define STITCH_CONV_TIMED_RUNS 3
 #define STITCH_CONV_SEARCH_WORKSPACE_CAP (8ull << 30)
 #define STITCH_DW_ALGO (-1)  // our depthwise kernel, as an algorithm id next to cuDNN's (which are >= 0)
-#define STITCH_DW_TILE 32    // output tile: 32 x 32, 32 x 8 threads, four rows each
-#define STITCH_DW_ROWS 4
+#define STITCH_DW_ROWS 4     // output rows per thread (2-D tiles: 32 x 32 outputs, 32 x 8 threads)
 
 // One call as the host passes it; spatial arrays hold nd entries.
 struct StitchConvArgs {
@@ -58,6 +67,7 @@ struct StitchConvArgs {
   int64_t n, c, k;
   int64_t in[3], ker[3], out[3], pad[3], stride[3], dil[3];
   int nd, groups, transposed, act, allow_tf32;
+  int eager_depthwise;  // 1: our depthwise kernel only (TF32 mode: PyTorch's own kernel's summation order)
 };
 
 struct StitchConvPlan {
@@ -165,11 +175,13 @@ __global__ void stitch_conv_sqdiff_kernel(const float* a, const float* ref, int6
 
 // Depthwise (one input channel per group, K/C outputs each) direct convolution with the epilogue fused:
 // a block stages its input tile (zero-padded) and the channel's weights in shared memory, then each thread
-// computes four outputs of one column.
+// computes four outputs of one column. Each sum starts from the bias and takes the taps row by row with
+// one fma each, as PyTorch's depthwise kernel does (a zero-padded tap adds exactly nothing).
 __global__ void __launch_bounds__(256) stitch_conv_depthwise_kernel(
     const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
     const float* __restrict__ z, float* __restrict__ y, int C, int K, int H, int W, int OH, int OW, int KH, int KW,
-    int SH, int SW, int PH, int PW, int DH, int DW, int act, int tiles_w, int tiles_h, int tile_h_in, int tile_w_in) {
+    int SH, int SW, int PH, int PW, int DH, int DW, int act, int tiles_w, int tiles_h, int tile_h, int tile_h_in,
+    int tile_w_in) {
   extern __shared__ float stitch_dw_shared[];
   float* tile = stitch_dw_shared;
   float* weights = stitch_dw_shared + tile_h_in * tile_w_in;
@@ -181,7 +193,7 @@ __global__ void __launch_bounds__(256) stitch_conv_depthwise_kernel(
   const int oc = (int)(plane % K);
   const int64_t image = plane / K;
   const int ic = oc / (K / C);
-  const int oh0 = th * STITCH_DW_TILE, ow0 = tw * STITCH_DW_TILE;
+  const int oh0 = th * tile_h, ow0 = tw * (int)blockDim.x;
   const int ih0 = oh0 * SH - PH, iw0 = ow0 * SW - PW;
   const float* xp = x + (image * C + ic) * (int64_t)H * W;
   const int tid = threadIdx.y * blockDim.x + threadIdx.x;
@@ -197,55 +209,72 @@ __global__ void __launch_bounds__(256) stitch_conv_depthwise_kernel(
   __syncthreads();
   const int ow = ow0 + threadIdx.x;
   if (ow >= OW) return;
-  const float add = bias != nullptr ? bias[oc] : 0.f;
+  const float start = bias != nullptr ? bias[oc] : 0.f;
   const int64_t out_plane = plane * (int64_t)OH * OW;
 #pragma unroll
   for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
     const int local = threadIdx.y + rr * blockDim.y;
     const int oh = oh0 + local;
-    if (oh >= OH) break;
+    if (local >= tile_h || oh >= OH) break;
     const float* base = tile + local * SH * tile_w_in + threadIdx.x * SW;
-    float acc = 0.f;
+    float v = start;
     for (int i = 0; i < KH; ++i) {
-      for (int j = 0; j < KW; ++j) acc = fmaf(base[i * DH * tile_w_in + j * DW], weights[i * KW + j], acc);
+      for (int j = 0; j < KW; ++j) v = fmaf(base[i * DH * tile_w_in + j * DW], weights[i * KW + j], v);
     }
-    float v = acc + add;
     const int64_t e = out_plane + (int64_t)oh * OW + ow;
     if (z != nullptr) v += z[e];
     y[e] = (act == 1 && v < 0.f) ? 0.f : v;
   }
 }
 
-// Shared memory of our depthwise kernel for this problem, or 0 when it does not apply.
-static size_t stitch_dw_smem(const StitchConvArgs& a) {
-  if (a.transposed || a.nd > 2 || a.groups != a.c || a.k % a.c != 0) return 0;
-  const int lead = 2 - a.nd;  // 1-D runs with a unit height
-  const int64_t kh = lead ? 1 : a.ker[0], kw = a.ker[a.nd - 1];
-  const int64_t sh = lead ? 1 : a.stride[0], sw = a.stride[a.nd - 1];
-  const int64_t dh = lead ? 1 : a.dil[0], dw = a.dil[a.nd - 1];
-  const int64_t rows = (STITCH_DW_TILE - 1) * sh + (kh - 1) * dh + 1, cols = (STITCH_DW_TILE - 1) * sw + (kw - 1) * dw + 1;
-  const int64_t bytes = (rows * cols + kh * kw) * (int64_t)sizeof(float);
-  return bytes <= 48 * 1024 ? (size_t)bytes : 0;
+// Our depthwise kernel's tiling: 2-D problems take 32 x 32 outputs per block (32 x 8 threads), 1-D ones 256
+// outputs of one row (256 x 1 threads).
+struct StitchDwGeometry {
+  int H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
+  int tile_w, tile_h, tile_h_in, tile_w_in;
+  size_t smem;  // 0: the kernel does not apply
+};
+
+static StitchDwGeometry stitch_dw_geometry(const StitchConvArgs& a) {
+  StitchDwGeometry g = {};
+  if (a.transposed || a.nd > 2 || a.groups != a.c || a.k % a.c != 0) return g;
+  const bool flat = a.nd == 1;  // 1-D runs with a unit height
+  const int last = a.nd - 1;
+  g.H = flat ? 1 : (int)a.in[0];
+  g.W = (int)a.in[last];
+  g.OH = flat ? 1 : (int)a.out[0];
+  g.OW = (int)a.out[last];
+  g.KH = flat ? 1 : (int)a.ker[0];
+  g.KW = (int)a.ker[last];
+  g.SH = flat ? 1 : (int)a.stride[0];
+  g.SW = (int)a.stride[last];
+  g.PH = flat ? 0 : (int)a.pad[0];
+  g.PW = (int)a.pad[last];
+  g.DH = flat ? 1 : (int)a.dil[0];
+  g.DW = (int)a.dil[last];
+  g.tile_w = flat ? 256 : 32;
+  g.tile_h = flat ? 1 : 32;
+  const int64_t rows = (int64_t)(g.tile_h - 1) * g.SH + (int64_t)(g.KH - 1) * g.DH + 1;
+  const int64_t cols = (int64_t)(g.tile_w - 1) * g.SW + (int64_t)(g.KW - 1) * g.DW + 1;
+  const int64_t bytes = (rows * cols + (int64_t)g.KH * g.KW) * (int64_t)sizeof(float);
+  if (bytes > 48 * 1024) return g;
+  g.tile_h_in = (int)rows;
+  g.tile_w_in = (int)cols;
+  g.smem = (size_t)bytes;
+  return g;
 }
 
+static size_t stitch_dw_smem(const StitchConvArgs& a) { return stitch_dw_geometry(a).smem; }
+
 static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n, cudaStream_t stream) {
-  const bool flat = a.nd == 1;
-  const int H = flat ? 1 : (int)a.in[0], W = (int)a.in[a.nd - 1];
-  const int OH = flat ? 1 : (int)a.out[0], OW = (int)a.out[a.nd - 1];
-  const int KH = flat ? 1 : (int)a.ker[0], KW = (int)a.ker[a.nd - 1];
-  const int SH = flat ? 1 : (int)a.stride[0], SW = (int)a.stride[a.nd - 1];
-  const int PH = flat ? 0 : (int)a.pad[0], PW = (int)a.pad[a.nd - 1];
-  const int DH = flat ? 1 : (int)a.dil[0], DW = (int)a.dil[a.nd - 1];
-  const int tiles_w = (OW + STITCH_DW_TILE - 1) / STITCH_DW_TILE, tiles_h = (OH + STITCH_DW_TILE - 1) / STITCH_DW_TILE;
-  const int tile_h_in = (STITCH_DW_TILE - 1) * SH + (KH - 1) * DH + 1;
-  const int tile_w_in = (STITCH_DW_TILE - 1) * SW + (KW - 1) * DW + 1;
+  const StitchDwGeometry g = stitch_dw_geometry(a);
+  const int tiles_w = (g.OW + g.tile_w - 1) / g.tile_w, tiles_h = (g.OH + g.tile_h - 1) / g.tile_h;
   const int64_t blocks = (int64_t)tiles_w * tiles_h * n * a.k;
-  const size_t smem = stitch_dw_smem(a);
-  if (smem == 0 || blocks > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
-  const dim3 threads(STITCH_DW_TILE, STITCH_DW_TILE / STITCH_DW_ROWS);
-  stitch_conv_depthwise_kernel<<<(unsigned)blocks, threads, smem, stream>>>(
-      t.x, t.w, t.bias, t.z, y, (int)a.c, (int)a.k, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, a.act, tiles_w,
-      tiles_h, tile_h_in, tile_w_in);
+  if (g.smem == 0 || blocks > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
+  const dim3 threads(g.tile_w, (g.tile_h + STITCH_DW_ROWS - 1) / STITCH_DW_ROWS);
+  stitch_conv_depthwise_kernel<<<(unsigned)blocks, threads, g.smem, stream>>>(
+      t.x, t.w, t.bias, t.z, y, (int)a.c, (int)a.k, g.H, g.W, g.OH, g.OW, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH,
+      g.DW, a.act, tiles_w, tiles_h, g.tile_h, g.tile_h_in, g.tile_w_in);
   return (int)cudaGetLastError();
 }
 
@@ -433,12 +462,13 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
     // fp32 inputs down to fp16.
     const bool plain = maths[i] == CUDNN_FMA_MATH || maths[i] == CUDNN_DEFAULT_MATH;
     if (!plain && !(a.allow_tf32 && maths[i] == CUDNN_TENSOR_OP_MATH)) continue;
+    const cudnnMathType_t math = a.allow_tf32 ? maths[i] : CUDNN_FMA_MATH;
     bool seen = false;
-    for (const StitchConvCandidate& c : *out) seen = seen || c.algo == algos[i];
+    for (const StitchConvCandidate& c : *out) seen = seen || (c.algo == algos[i] && c.math == math);
     if (seen) continue;
     StitchConvCandidate c;
     c.algo = algos[i];
-    c.math = a.allow_tf32 ? maths[i] : CUDNN_FMA_MATH;
+    c.math = math;
     c.memory = 0;
     if (stitch_conv_workspace_size(h, p, a.transposed, c.algo, c.math, &c.memory) != CUDNN_STATUS_SUCCESS) continue;
     out->push_back(c);
@@ -594,7 +624,7 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
   for (const StitchConvCandidate& c : usable) ws_bytes = c.memory > ws_bytes ? c.memory : ws_bytes;
   const bool epilogue = t.bias != nullptr || t.z != nullptr || a.act != 0;
   // Without the gate's scratch a fused call could not be checked for reading its (poisoned) output.
-  const bool fused_ok = !a.transposed && epilogue && gate &&
+  const bool fused_ok = !a.transposed && !a.allow_tf32 && epilogue && gate &&
                         (t.bias != nullptr || stitch_conv_zero_bias(p, a.k, stream) == 0);
   if (!fused_ok) (void)cudaGetLastError();
   // Reference result in y: the first accurate-class algorithm that runs (plain call + our epilogue).
@@ -725,6 +755,7 @@ static int stitch_conv_plan(cudnnHandle_t h, const StitchConvArgs& a, const Stit
   key[27] = a.allow_tf32;
   key[28] = device;
   key[29] = align == 0;
+  key[30] = a.eager_depthwise;
   StitchConvPlan* p = nullptr;
   for (int i = 0; i < STITCH_CONV_PLANS && p == nullptr; ++i) {
     if (plans[i].used && memcmp(plans[i].key, key, sizeof(key)) == 0) p = &plans[i];
@@ -751,7 +782,12 @@ static int stitch_conv_plan(cudnnHandle_t h, const StitchConvArgs& a, const Stit
   std::unordered_map<std::string, StitchConvChoice>& disk = stitch_conv_disk();
   const auto hit = text.empty() ? disk.end() : disk.find(text);
   int err = 0;
-  if (!(hit != disk.end() && stitch_conv_from_disk(h, p, a, t, hit->second, capturing, stream))) {
+  if (a.eager_depthwise) {  // nothing to choose: eager's own summation order
+    p->algo = STITCH_DW_ALGO;
+    p->math = CUDNN_FMA_MATH;
+    p->fused = 0;
+    p->workspace = 0;
+  } else if (!(hit != disk.end() && stitch_conv_from_disk(h, p, a, t, hit->second, capturing, stream))) {
     err = capturing ? stitch_conv_heuristic(h, p, a) : stitch_conv_search(h, p, a, t, n, stream);
     if (err == 0 && !capturing && !text.empty()) {
       StitchConvChoice c;
@@ -802,8 +838,14 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
   a.transposed = transposed;
   a.act = act;
   a.allow_tf32 = tf32;
+  a.eager_depthwise = 0;
   if (nd < 1 || nd > 3 || groups < 1 || c < 1 || k < 1 || c % groups || k % groups || act < 0 || act > 1) {
     return STITCH_CUDNN_ERROR(CUDNN_STATUS_BAD_PARAM);
+  }
+  // Eager's depthwise convolutions are PyTorch's own fp32 kernel, never TF32 (see the header).
+  if (tf32 && !transposed && groups > 1 && groups == c && k % c == 0) {
+    a.allow_tf32 = 0;
+    a.eager_depthwise = stitch_dw_smem(a) > 0;
   }
   const int64_t in_vol = stitch_conv_volume(a.in, 3), out_vol = stitch_conv_volume(a.out, 3);
   if (n <= 0 || out_vol <= 0) return (int)cudaGetLastError();
