@@ -173,7 +173,9 @@ def get_init_inputs():
 
 def test_functional_convs_bind_pytorch_argument_order() -> None:
     analysis = analyse(task(FUNCTIONAL))
-    first, second = (g.anchor.args["params"] for g in analysis.groups)
+    anchors = [g.anchor for g in analysis.groups]
+    assert all(a is not None for a in anchors)
+    first, second = (a.args["params"] for a in anchors if a is not None)
     assert (first.stride, first.padding, first.groups, first.transposed) == ((2, 2), (1, 1), 4, False)
     assert (second.stride, second.groups, second.dilation, second.transposed) == ((2, 2), 2, (1, 1), True)
 
@@ -184,7 +186,11 @@ def test_functional_convs_bind_pytorch_argument_order() -> None:
         ("nn.Conv2d(3, 4, 3, padding=1, padding_mode='reflect')", (2, 3, 8, 8), "padding_mode"),
         ("nn.Conv2d(3, 4, 4, padding='same')", (2, 3, 8, 8), "one side more"),
         ("nn.Conv2d(3, 4, 3)", (3, 8, 8), "batched"),
-        ("nn.ConvTranspose2d(3, 4, 3, dilation=3, output_padding=1)", (2, 3, 8, 8), "smaller than the stride"),
+        (
+            "nn.ConvTranspose2d(3, 4, 3, dilation=3, output_padding=1)",
+            (2, 3, 8, 8),
+            "smaller than the stride",
+        ),
     ],
 )
 def test_what_cudnn_cannot_run_stays_pytorch_with_a_reason(
@@ -255,9 +261,13 @@ def test_a_cudnn_failure_demotes_the_conv_group() -> None:
     plan = policy.plan(t, None)
     candidate = policy.write(t, plan, 1)
     error = "RuntimeError: stitch group g1 (conv) failed: cuDNN status 3 (cudnnStatus_t)"
-    first = policy.revise(t, plan, candidate, Feedback(kind="runtime_error", summary=error), "fix", 2)
+    first = policy.revise(
+        t, plan, candidate, Feedback(kind="runtime_error", summary=error, evidence=""), "fix", 2
+    )
     assert first.meta["demotions"][0]["to"] == "split"
-    second = policy.revise(t, plan, first, Feedback(kind="runtime_error", summary=error), "fix", 3)
+    second = policy.revise(
+        t, plan, first, Feedback(kind="runtime_error", summary=error, evidence=""), "fix", 3
+    )
     assert second.meta["templates"] == {"g1": "pytorch"}
 
 

@@ -17,7 +17,9 @@ class Model(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, dilation: int):
         super().__init__()
-        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, padding=dilation, dilation=dilation)
+        self.conv = nn.Conv1d(
+            in_channels, out_channels, kernel_size, stride=stride, padding=dilation, dilation=dilation
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)

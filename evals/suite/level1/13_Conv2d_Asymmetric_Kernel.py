@@ -16,7 +16,9 @@ class Model(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: tuple[int, int]):
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=(kernel_size[0] // 2, kernel_size[1] // 2))
+        self.conv = nn.Conv2d(
+            in_channels, out_channels, kernel_size, padding=(kernel_size[0] // 2, kernel_size[1] // 2)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
