@@ -9,13 +9,15 @@ with TF32 off (the strict harness's setting): allclose(atol=rtol=1e-4) against t
 the normalised error against a float64 reference within max(1e-5, 16 x the fp32 reference's own),
 two calls agreeing, and an input set with signs; then it times ours against eager (and eager with
 cudnn.benchmark, the library's best) and repeats the comparison with TF32 allowed (KernelBench's
-default; reported, not asserted, since two TF32 algorithms need not agree to 1e-4). A second
+default: the program must then follow eager's precision class, TF32 where eager's cuDNN uses it and
+PyTorch's own fp32 kernel's summation order for depthwise convolutions; allclose(1e-4) against
+eager is asserted, the max error is in the table, 0 where we reproduce eager bit for bit). A second
 process on one case checks that the on-disk algorithm cache is reused (no new search).
 
 The GPU machine lacks pydantic (codegen's artifacts need it): write the programs on the CPU with
   python tests/gpu/test_conv_gpu.py --write out/conv-gpu
-and run there with
-  STITCH_CONV_PROGRAMS=out/conv-gpu python -m pytest -q -s tests/gpu/test_conv_gpu.py
+and run there (out/conv-gpu carried) with
+  bash evals/device/conv_gpu.sh      (= STITCH_CONV_PROGRAMS=out/conv-gpu pytest -q -s this file)
 Knobs: STITCH_CONV_ONLY=substring, STITCH_CONV_JOBS=parallel builds (default 8),
 STITCH_CONV_RESULTS=file (also write the table's rows as JSON lines).
 """
@@ -85,6 +87,16 @@ CASES: dict[str, dict[str, Any]] = {
     "conv2d 3x3": case(C2, [(8, 16, 37, 41)]),
     "conv2d 3x5 s(1,2)": case("nn.Conv2d(12, 24, (3, 5), stride=(1, 2), padding=(1, 2))", [(4, 12, 33, 47)]),
     "conv2d depthwise": case("nn.Conv2d(32, 32, 3, padding=1, groups=32)", [(4, 32, 57, 61)]),
+    "conv2d depthwise x2 5x5 s2 d2": case(
+        "nn.Conv2d(24, 48, 5, stride=2, padding=4, dilation=2, groups=24)", [(3, 24, 45, 39)]
+    ),
+    "conv2d depthwise residual+relu": case(
+        "nn.Conv2d(32, 32, 3, padding=1, groups=32)",
+        [(2, 32, 30, 33), (2, 32, 30, 33)],
+        "torch.relu(self.conv(x) + r)",
+    ),
+    "conv1d depthwise k7": case("nn.Conv1d(16, 16, 7, padding=3, groups=16)", [(4, 16, 2049)]),
+    "conv3d depthwise": case("nn.Conv3d(8, 8, 3, padding=1, groups=8)", [(2, 8, 9, 13, 11)]),
     "conv2d grouped no bias": case("nn.Conv2d(24, 36, 3, groups=3, bias=False)", [(2, 24, 31, 29)]),
     "conv2d same d(1,2)": case(
         "nn.Conv2d(10, 10, (5, 3), padding='same', dilation=(1, 2))", [(2, 10, 45, 39)]
@@ -465,7 +477,15 @@ def test_cudnn_conv_programs_match_float64_and_time_against_eager() -> None:
     convs_left = [m["label"] for m in manifest if any(op.startswith("conv") for op in m["uncovered"])]
     assert not convs_left, f"convolutions left to PyTorch in {convs_left}"
     failed = [r["label"] for r in rows if r["status"] != "passed"]
+    # KernelBench's setting: ours against eager, both with cuDNN's TF32 allowed.
+    # Batch norm is another family's (its own summation order decides those cases): reported only.
+    with_bn = {m["label"] for m in manifest if "bn" in m["templates"]}
+    tf32_failed = [r["label"] for r in rows if r.get("tf32_allclose") is False and r["label"] not in with_bn]
+    tf32_bn = [r["label"] for r in rows if r.get("tf32_allclose") is False and r["label"] in with_bn]
+    print(f"TF32 allowed (KernelBench's default): {len(tf32_failed)} cases differ from eager beyond 1e-4")
+    print(f"  (and {len(tf32_bn)} cases with batch norm, not asserted: {tf32_bn})")
     assert not failed, f"{len(failed)}/{len(rows)} failed: {failed}"
+    assert not tf32_failed, f"with TF32 allowed, {len(tf32_failed)} cases differ from eager: {tf32_failed}"
     assert lines_after == lines_before, "a second process searched again instead of reading the disk cache"
 
 
