@@ -424,6 +424,17 @@ static cudnnStatus_t stitch_conv_workspace_size(cudnnHandle_t h, StitchConvPlan*
   return cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->conv, p->y, (cudnnConvolutionFwdAlgo_t)algo, bytes);
 }
 
+// One heuristic listing (forward or backward-data perf records) as parallel columns.
+template <typename Perf>
+static void stitch_conv_columns(const std::vector<Perf>& perf, int returned, std::vector<int>* algos,
+                                std::vector<cudnnStatus_t>* status, std::vector<cudnnMathType_t>* maths) {
+  for (int i = 0; i < returned; ++i) {
+    algos->push_back((int)perf[i].algo);
+    status->push_back(perf[i].status);
+    maths->push_back(perf[i].mathType);
+  }
+}
+
 // The algorithms cuDNN offers for this problem in its heuristic order, TF32 ones only when allowed.
 static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a,
                                             std::vector<StitchConvCandidate>* out) {
@@ -439,21 +450,13 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
     if (st != CUDNN_STATUS_SUCCESS) return st;
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(count > 0 ? count : 1);
     st = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->x, p->conv, p->y, count, &returned, perf.data());
-    for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < returned; ++i) {
-      algos.push_back((int)perf[i].algo);
-      status.push_back(perf[i].status);
-      maths.push_back(perf[i].mathType);
-    }
+    if (st == CUDNN_STATUS_SUCCESS) stitch_conv_columns(perf, returned, &algos, &status, &maths);
   } else {
     st = cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(count > 0 ? count : 1);
     st = cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, count, &returned, perf.data());
-    for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < returned; ++i) {
-      algos.push_back((int)perf[i].algo);
-      status.push_back(perf[i].status);
-      maths.push_back(perf[i].mathType);
-    }
+    if (st == CUDNN_STATUS_SUCCESS) stitch_conv_columns(perf, returned, &algos, &status, &maths);
   }
   if (st != CUDNN_STATUS_SUCCESS) return st;
   for (size_t i = 0; i < algos.size(); ++i) {
