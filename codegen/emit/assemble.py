@@ -29,7 +29,7 @@ from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
 from codegen.schedule.precision import tf32_matched_levels
 
-RUNTIME_FILE = Path(__file__).parent / "runtime.py"
+RUNTIME_FILES = (Path(__file__).parent / "runtime.py", Path(__file__).parent / "conv_runtime.py")
 CORE_HELPERS = (
     "_stitch_cuda_lib_paths",
     "_stitch_build",
@@ -38,6 +38,8 @@ CORE_HELPERS = (
     "_stitch_bc",
 )
 GEMM_HELPERS = ("_stitch_mat", "_stitch_mm")
+CONV_HELPERS = ("_STITCH_CONV_WORKSPACES", "_stitch_conv_out_size", "_stitch_conv3", "_stitch_conv")
+CUDNN_BUILD_HELPERS = ("_stitch_cudnn_paths",)
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
 
 
@@ -83,17 +85,23 @@ def arch_digits(arch: str) -> str:
 
 
 def _runtime_source(names: tuple[str, ...]) -> str:
-    text = RUNTIME_FILE.read_text()
-    tree = ast.parse(text)
+    """The functions, classes and module-level assignments called `names`, from the runtime files."""
     found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+    for path in RUNTIME_FILES:
+        text = path.read_text()
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                name = node.name
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                name = node.target.id
+            else:
+                continue
             segment = ast.get_source_segment(text, node)
-            if segment is not None:
-                found[node.name] = segment
+            if name in names and segment is not None:
+                found[name] = segment
     missing = [n for n in names if n not in found]
     if missing:
-        raise RuntimeError(f"runtime.py lacks {missing}")
+        raise RuntimeError(f"the runtime files lack {missing}")
     return "\n\n\n".join(found[n] for n in names)
 
 
@@ -181,8 +189,18 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     cuda_src = "" if unit.empty else "\n" + unit.cuda_source()
     cpp_src = "" if unit.empty else "\n" + unit.cpp_source()
     uses_gemm = "gemm" in unit.libs
+    uses_cudnn = "conv" in unit.libs
     source = _program_text(
-        analysis, options, body, fast.helpers, cuda_src, cpp_src, uses_gemm, traced.concrete, matched_body
+        analysis,
+        options,
+        body,
+        fast.helpers,
+        cuda_src,
+        cpp_src,
+        uses_gemm,
+        traced.concrete,
+        matched_body,
+        uses_cudnn,
     )
     return Program(
         source=source,
@@ -271,6 +289,7 @@ def _program_text(
     uses_gemm: bool,
     concrete: bool,
     matched_body: list[str] | None = None,
+    uses_cudnn: bool = False,
 ) -> str:
     extra = "Custom CUDA kernels implement the covered fusion groups; the rest stays PyTorch."
     lines = _header(analysis, extra)
@@ -279,6 +298,8 @@ def _program_text(
         names += CORE_HELPERS
         if uses_gemm:
             names += GEMM_HELPERS
+        if uses_cudnn:
+            names += CUDNN_BUILD_HELPERS + CONV_HELPERS
     elif concrete or options.cuda_graph:
         names += ("_stitch_stream",)
     if concrete:
@@ -294,8 +315,9 @@ def _program_text(
         name = _extension_name(analysis.task, cuda_src, cpp_src)
         parts.append(f"CUDA_SRC = r'''{cuda_src}'''")
         parts.append(f"CPP_SRC = r'''{cpp_src}'''")
+        cudnn = ", use_cudnn=True" if uses_cudnn else ""
         parts.append(
-            f"_ext = _stitch_build({name!r}, CUDA_SRC, CPP_SRC, {arch_digits(options.arch)!r}, use_cublas={uses_gemm})"
+            f"_ext = _stitch_build({name!r}, CUDA_SRC, CPP_SRC, {arch_digits(options.arch)!r}, use_cublas={uses_gemm}{cudnn})"
         )
     if analysis.source.prelude:
         parts.append("\n\n".join(analysis.source.prelude))

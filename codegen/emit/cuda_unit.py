@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-LIB_ORDER = ("common", "elementwise", "softmax", "layernorm", "reduce", "batchnorm", "gemm")
+LIB_ORDER = ("common", "elementwise", "softmax", "layernorm", "reduce", "batchnorm", "gemm", "conv")
 NAME_PLACEHOLDER = "@NAME@"
 _MARKER = re.compile(r"^\s*//\s*(group|lib)\s+(.+?)\s*(?::.*)?$")
 
@@ -26,9 +26,12 @@ class Launcher:
     name: str
     params: list[tuple[str, str]]  # (C type, name), without the trailing stream
     groups: list[str] = field(default_factory=list)
+    result: str = ""  # C type of an out-parameter before the stream, returned to Python (e.g. a size)
 
     def prototype(self) -> str:
         params = ", ".join(f"{ctype} {name}" for ctype, name in self.params)
+        if self.result:
+            params += f", {self.result}* result"
         return f'extern "C" int stitch_{self.name}({params}, cudaStream_t stream);'
 
 
@@ -79,9 +82,11 @@ class CudaUnit:
             self.launchers[name].groups.append(group)
         return name
 
-    def library_launcher(self, name: str, params: list[tuple[str, str]], group: str) -> None:
-        """Expose an `extern "C"` launcher that lives in a template library (gemm, batchnorm)."""
-        launcher = self.launchers.setdefault(name, Launcher(name=name, params=list(params)))
+    def library_launcher(
+        self, name: str, params: list[tuple[str, str]], group: str, result: str = ""
+    ) -> None:
+        """Expose an `extern "C"` launcher that lives in a template library (gemm, batchnorm, conv)."""
+        launcher = self.launchers.setdefault(name, Launcher(name=name, params=list(params), result=result))
         if group not in launcher.groups:
             launcher.groups.append(group)
 
@@ -110,7 +115,9 @@ class CudaUnit:
             "static void stitch_check(int err, const char* what) {",
             "  if (err == 0) return;",
             '  std::string message = std::string(what) + " failed: ";',
-            "  if (err >= 10000) {",
+            "  if (err >= 20000) {",
+            '    message += "cuDNN status " + std::to_string(err - 20000) + " (cudnnStatus_t)";',
+            "  } else if (err >= 10000) {",
             '    message += "cuBLAS status " + std::to_string(err - 10000);',
             "  } else {",
             "    message += cudaGetErrorString(static_cast<cudaError_t>(err));",
@@ -127,9 +134,15 @@ class CudaUnit:
             py_params = [_py_param(ctype, pname) for ctype, pname in launcher.params]
             args = [_cast(ctype, pname) for ctype, pname in launcher.params]
             signature = ", ".join(py_params + ["std::uintptr_t stream"])
+            if launcher.result:
+                args.append("&result")
             call_args = ", ".join(args + ["reinterpret_cast<cudaStream_t>(stream)"])
-            lines.append(f"static void py_{launcher.name}({signature}) {{")
+            lines.append(f"static {launcher.result or 'void'} py_{launcher.name}({signature}) {{")
+            if launcher.result:
+                lines.append(f"  {launcher.result} result = 0;")
             lines.append(f'  stitch_check(stitch_{launcher.name}({call_args}), "{where}");')
+            if launcher.result:
+                lines.append("  return result;")
             lines.append("}")
             defs.append(f'  m.def("{launcher.name}", &py_{launcher.name});')
         lines.append("")

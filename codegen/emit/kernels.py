@@ -23,6 +23,7 @@ from codegen.emit.expressions import c_float, op_expr
 from codegen.frontend.ops import Classifier, ModuleAttr, OpSpec, python_attr_path
 from codegen.schedule.fusion import (
     BATCH_NORM,
+    CONV,
     ELEMENTWISE,
     GEMM,
     LAYER_NORM,
@@ -365,6 +366,10 @@ class GroupWriter:
             template, launches = self._row(group, helper)
         elif group.kind == BATCH_NORM:
             template, launches = self._batch_norm(group, helper)
+        elif group.kind == CONV:
+            from codegen.emit.conv import write_conv  # conv's writer builds on this module
+
+            template, launches = write_conv(self, group, helper)
         else:
             raise CodegenError(f"no writer for group kind {group.kind}")
         return GroupCode(helper=helper, template=template, launches=launches)
@@ -453,20 +458,28 @@ class GroupWriter:
             chain_ops += spec_ops(group.epilogue)
             template = "cublaslt+ew_epilogue"
         helper.lines.append(f"out = _stitch_mm({', '.join([a, b] + kwargs)})")
-        helper.locals[lt_key] = "out"
+        launches = self.library_epilogue(helper, group, lt_key, chain_ops)
+        if launches > 1 and group.level == 0:
+            template += "+ew_epilogue"
+        return template, launches
+
+    def library_epilogue(self, helper: Helper, group: Group, key: Any, chain_ops: list[ChainOp]) -> int:
+        """After a library call left `key`'s value in `out`: one elementwise kernel for `chain_ops`
+        (in place over `out` when `key` itself is not an output); sets the returns; gives the launches."""
+        anchor = group.anchor
+        assert anchor is not None
+        helper.locals[key] = "out"
+        names: dict[Any, str] = {key: "out"} if not isinstance(key, Token) else {}
         launches = 1
-        names: dict[Any, str] = {lt_key: "out"} if not isinstance(lt_key, Token) else {}
         if chain_ops:
             chain = build_chain(self.classifier, chain_ops, self.shape(anchor.node))
             outs = [n for n in group.outputs if n not in names]
-            inplace = "out" if lt_key not in group.outputs else None
+            inplace = "out" if key not in group.outputs else None
             produced = self._ew_call(helper, chain, outs, group, "e_", inplace)
             names.update(zip(outs, produced, strict=True))
             launches += 1
-            if group.level == 0:
-                template += "+ew_epilogue"
         helper.returns = [names[n] for n in group.outputs]
-        return template, launches
+        return launches
 
     # -- softmax / layernorm / reductions with fused prologue and epilogue --
     def _row(self, group: Group, helper: Helper) -> tuple[str, int]:

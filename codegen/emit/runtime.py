@@ -38,9 +38,28 @@ def _stitch_cuda_lib_paths() -> tuple[list[str], list[str]]:
     return includes, ldflags
 
 
-def _stitch_build(name: str, cuda_src: str, cpp_src: str, arch: str, use_cublas: bool) -> Any:
+def _stitch_cudnn_paths() -> tuple[list[str], list[str]]:
+    """Include/library folders of the cuDNN 9 wheel torch depends on (site-packages/nvidia/cudnn)."""
+    root = os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "cudnn")
+    libs = sorted(glob.glob(os.path.join(root, "lib", "libcudnn.so*")))
+    if not os.path.isfile(os.path.join(root, "include", "cudnn.h")) or not libs:
+        return [], ["-lcudnn"]  # a system cuDNN, found by the compiler's default paths
+    lib_dir = os.path.dirname(libs[0])
+    return [os.path.join(root, "include")], [
+        f"-L{lib_dir}",
+        f"-l:{os.path.basename(libs[0])}",
+        f"-Wl,-rpath,{lib_dir}",
+    ]
+
+
+def _stitch_build(
+    name: str, cuda_src: str, cpp_src: str, arch: str, use_cublas: bool, use_cudnn: bool = False
+) -> Any:
     """Build the program's extension: torch-free .cu, pybind11-only binding, explicit -gencode."""
     includes, ldflags = _stitch_cuda_lib_paths() if use_cublas else ([], [])
+    if use_cudnn:
+        cudnn_includes, cudnn_ldflags = _stitch_cudnn_paths()
+        includes, ldflags = includes + cudnn_includes, ldflags + cudnn_ldflags
     kwargs: dict[str, Any] = {}
     if "no_implicit_headers" in inspect.signature(load_inline).parameters:
         kwargs["no_implicit_headers"] = True

@@ -13,9 +13,11 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from codegen.frontend.conv_ops import conv_flops
 from codegen.frontend.ops import (
     ATTR,
     BATCH_NORM,
+    CONV,
     GEMM,
     INPUT,
     LAYER_NORM,
@@ -84,6 +86,8 @@ def op_flops(classifier: Classifier, spec: OpSpec) -> int:
         if spec.args.get("bias") is not None:
             flops += numel
         return flops
+    if spec.family == CONV:
+        return conv_flops(classifier, spec)
     if op in ("conv1d", "conv2d", "conv3d") and spec.node.op == "call_module":
         module = classifier.root.get_submodule(str(spec.node.target))
         per_output = math.prod(module.weight.shape[1:])  # (Cin / groups) * kernel volume

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from codegen.frontend.capture import TracedModel
+from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
 
 # Families: which template could implement a node.
 ELEMENTWISE = "elementwise"
@@ -29,6 +30,7 @@ REDUCTION = "reduction"
 BATCH_NORM = "batch_norm"
 VIEW = "view"  # metadata only (view, transpose, getitem of a tuple, ...): no kernel
 SCALAR = "scalar"  # Python values computed from sizes
+CONV = "conv"  # convolutions of every kind (codegen/frontend/conv_ops.py)
 OTHER = "other"  # stays PyTorch
 INPUT = "input"
 ATTR = "attr"
@@ -138,7 +140,7 @@ _FUNCTIONS: dict[int, str] = _collect(
         ("view", [torch.reshape, torch.flatten, torch.transpose, torch.permute, torch.unsqueeze]),
         ("view", [torch.squeeze, torch.t, torch.split, torch.chunk, torch.unbind, torch.narrow]),
         ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),
-        ("conv2d", [F.conv2d]),
+        *CONV_FUNCTIONS,
         ("max_pool2d", [F.max_pool2d, _maybe(torch, "max_pool2d")]),
         ("batch_norm", [F.batch_norm]),
         ("cat", [torch.cat, torch.concat]),
@@ -201,10 +203,7 @@ _MODULES: list[tuple[type, str]] = [
     (nn.BatchNorm1d, "batch_norm"),
     (nn.BatchNorm2d, "batch_norm"),
     (nn.BatchNorm3d, "batch_norm"),
-    (nn.Conv1d, "conv1d"),
-    (nn.Conv2d, "conv2d"),
-    (nn.Conv3d, "conv3d"),
-    (nn.ConvTranspose2d, "conv_transpose2d"),
+    *CONV_MODULES,
     (nn.MaxPool2d, "max_pool2d"),
     (nn.AvgPool2d, "avg_pool2d"),
     (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d"),
@@ -342,6 +341,8 @@ class Classifier:
             self._reduction(spec)
         elif op == "batch_norm":
             self._batch_norm(spec)
+        elif op in CONV_OPS:
+            classify_conv(self, spec)
         else:
             spec.reason = f"no template for {op}"
         return spec

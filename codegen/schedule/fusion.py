@@ -5,7 +5,8 @@ A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kerne
 - gemm: linear / matmul / bmm / addmm with the elementwise ops that follow it (epilogue);
 - softmax / layer_norm / reduction: the row op, an elementwise prologue feeding it, and an
   elementwise epilogue after it;
-- batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue.
+- batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue;
+- conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py).
 Everything else stays PyTorch ('reference').
 
 Nodes are first re-scheduled so that an elementwise consumer directly follows its producer when the
@@ -29,6 +30,7 @@ import torch.fx as fx
 from codegen.frontend.ops import (
     ATTR,
     BATCH_NORM,
+    CONV,
     ELEMENTWISE,
     GEMM,
     INPUT,
@@ -42,14 +44,25 @@ from codegen.frontend.ops import (
     Classifier,
     OpSpec,
 )
+from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV) + ROW_FAMILIES
+LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
 LEVEL_NAMES = {0: "fused", 1: "split", 2: "reference"}
 # Complexity rank used to pick the group to demote when a failure cannot be located.
-COMPLEXITY = {GEMM: 5, BATCH_NORM: 4, LAYER_NORM: 3, SOFTMAX: 3, REDUCTION: 2, ELEMENTWISE: 1, REFERENCE: 0}
+COMPLEXITY = {
+    GEMM: 5,
+    CONV: 5,
+    BATCH_NORM: 4,
+    LAYER_NORM: 3,
+    SOFTMAX: 3,
+    REDUCTION: 2,
+    ELEMENTWISE: 1,
+    REFERENCE: 0,
+}
 
 
 @dataclass
@@ -377,6 +390,8 @@ def has_split_form(classifier: Classifier, group: Group) -> bool:
         return len(group.epilogue) > 1
     if group.kind == GEMM:
         return gemm_folds(classifier, group).count > 0 or group.anchor.args.get("bias") is not None
+    if group.kind == CONV:
+        return conv_has_split_form(classifier, group)
     return bool(group.prologue or group.epilogue)
 
 
@@ -423,8 +438,8 @@ def _split(group: Group) -> list[Group]:
         for spec in group.prologue:
             piece(ELEMENTWISE, "prologue", epilogue=[spec])
         anchor_piece = piece(group.kind, "anchor", anchor=group.anchor, absorbed=list(group.absorbed))
-        if group.kind == GEMM:
-            anchor_piece.epilogue = list(group.epilogue)  # cuBLASLt plain + one epilogue kernel
+        if group.kind in LIBRARY_FAMILIES:
+            anchor_piece.epilogue = list(group.epilogue)  # the plain library call + one epilogue kernel
         else:
             for spec in group.epilogue:
                 piece(ELEMENTWISE, "epilogue", epilogue=[spec])

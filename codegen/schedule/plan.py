@@ -22,8 +22,10 @@ from codegen.frontend.analysis import op_info, tensor_spec
 from codegen.frontend.capture import TracedModel, TraceFailure, trace_problem
 from codegen.frontend.ops import ATTR, INPUT, OUTPUT, SCALAR, VIEW, Classifier, OpSpec
 from codegen.frontend.source import ProblemSource, parse_problem
+from codegen.schedule.conv import conv_describe, conv_launches, conv_template
 from codegen.schedule.fusion import (
     BATCH_NORM,
+    CONV,
     ELEMENTWISE,
     GEMM,
     LAYER_NORM,
@@ -140,6 +142,8 @@ def estimated_launches(classifier: Classifier, group: Group) -> int:
         return 1 + (1 if len(group.epilogue) > gemm_folds(classifier, group).count else 0)
     if group.kind == BATCH_NORM:
         return 4
+    if group.kind == CONV:
+        return conv_launches(classifier, group)
     return 1
 
 
@@ -159,6 +163,8 @@ def _template(classifier: Classifier, group: Group) -> str:
         return "reduce_rows_or_cols"
     if group.kind == BATCH_NORM:
         return "bn_stats+ew"
+    if group.kind == CONV:
+        return conv_template(classifier, group)
     return "pytorch"
 
 
@@ -181,6 +187,8 @@ def _describe(classifier: Classifier, group: Group) -> tuple[str, str]:
         return f"{group.anchor.op} + epilogue {[s.op for s in group.epilogue]}", detail
     if group.kind == ELEMENTWISE:
         return f"fused elementwise chain {ops}", f"one vectorised float4 kernel with scalar tail{where}"
+    if group.kind == CONV:
+        return conv_describe(classifier, group, where)
     pro = [s.op for s in group.prologue]
     epi = [s.op for s in group.epilogue]
     detail = f"row kernel (warp per short row, block per long row){where}"

@@ -14,19 +14,11 @@ from __future__ import annotations
 
 from torch import fx
 
+from codegen.frontend.conv_ops import CONV_OPS
 from codegen.schedule.fusion import REFERENCE, Step
 
-# Ops whose PyTorch implementation runs through cuDNN and honours cudnn.allow_tf32.
-TF32_OPS = frozenset(
-    {
-        "conv1d",
-        "conv2d",
-        "conv3d",
-        "conv_transpose1d",
-        "conv_transpose2d",
-        "conv_transpose3d",
-    }
-)
+# Ops whose PyTorch implementation runs through cuDNN and honours cudnn.allow_tf32: the convolutions.
+TF32_OPS = CONV_OPS
 
 
 def _step_nodes(step: Step) -> list[fx.Node]:

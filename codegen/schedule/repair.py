@@ -28,10 +28,11 @@ _LIB_KIND = {
     "batchnorm": ("batch_norm",),
     "softmax": ("softmax",),
     "layernorm": ("layer_norm",),
+    "conv": ("conv",),
 }
 _LIB_KIND |= {
     "reduce": ("reduction",),
-    "elementwise": ("elementwise", "batch_norm", "gemm", "softmax", "layer_norm"),
+    "elementwise": ("elementwise", "batch_norm", "gemm", "softmax", "layer_norm", "conv"),
 }
 
 
@@ -75,10 +76,11 @@ def failing_groups(feedback: Feedback, program: Program, groups: list[Group]) ->
             for group in groups:
                 if group.kind in kinds:
                     add(group.id)
-    if not found and re.search(r"cublas", text, re.IGNORECASE):
-        for group in groups:
-            if group.kind == "gemm":
-                add(group.id)
+    for library, kind in (("cublas", "gemm"), ("cudnn", "conv")):
+        if not found and re.search(library, text, re.IGNORECASE):
+            for group in groups:
+                if group.kind == kind:
+                    add(group.id)
     return found
 
 

@@ -32,6 +32,7 @@ FAMILIES = {
     "gemm + reduction with prologue": "level2/7_Linear_Sigmoid_Sum.py",
     "gemm + exact-gelu epilogue": "level2/2_Linear_GELU_Scale.py",
     "batchnorm + residual epilogue": "level3/3_ResNet_BasicBlock.py",
+    "cudnn convolutions of every kind": "level2/9_Conv_Families.py",
 }
 # Builds and loads one program in a fresh interpreter exactly as KernelBench's harness does
 # (docs/kernelbench.md §1): the reference exec'd into a dict, then the program, with two lines put
@@ -99,6 +100,8 @@ def test_program_builds_and_imports(builds: dict[str, dict[str, object]], family
         assert "gemm" in out["functions"]
     if "batchnorm" in family:
         assert {"bn_stats", "bn_finalize"} <= set(out["functions"])
+    if "cudnn" in family:  # the cuDNN launcher plus our epilogue kernels, linked against libcudnn
+        assert "conv" in out["functions"] and any(f.startswith("ew_") for f in out["functions"])
 
 
 def test_nvcc_errors_map_back_to_the_failing_group(tmp_path: Path) -> None:

@@ -41,9 +41,9 @@ def test_registry_builds_the_offline_policy() -> None:
 def test_write_records_templates_and_coverage() -> None:
     _, _, plan, candidate = first_candidate("level2/4_Conv_BN_ReLU.py")
     assert candidate.policy == "offline" and candidate.mode == "write" and candidate.parent is None
-    assert candidate.meta["templates"] == {"g1": "pytorch", "g2": "bn_stats+ew_epilogue"}
-    assert candidate.covered_ops == ["batch_norm", "relu"] and candidate.uncovered_ops == ["conv2d"]
-    assert "1/2 groups" in candidate.summary
+    assert candidate.meta["templates"] == {"g1": "cudnn_conv", "g2": "bn_stats+ew_epilogue"}
+    assert candidate.covered_ops == ["batch_norm", "conv2d", "relu"] and candidate.uncovered_ops == []
+    assert "2/2 groups" in candidate.summary
     assert options_from_meta(candidate.meta).levels == {}
 
 
@@ -115,8 +115,31 @@ def test_elementwise_split_gives_one_kernel_per_op() -> None:
     assert len(re.findall(r"^struct StitchEw_", fixed.source, re.MULTILINE)) == 4
 
 
+SORT_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sort(x, dim=-1).values
+
+
+def get_inputs():
+    return [torch.rand(8, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def test_fix_of_an_all_pytorch_program_says_so() -> None:
-    policy, task, plan, candidate = first_candidate("level1/9_Conv2d.py")
+    policy = OfflinePolicy(Context(policy="offline"))
+    task = Task(name="sort", path="sort.py", source=SORT_PROBLEM)
+    plan = policy.plan(task, None)
+    candidate = policy.write(task, plan, 1)
+    assert plan.uncovered_ops and not plan.covered_ops, "no template covers a sort"
     fixed = policy.revise(task, plan, candidate, Feedback(kind="wrong_output", summary="?"), "fix", 2)
     assert fixed.source == candidate.source and fixed.summary.startswith("no further fix")
 

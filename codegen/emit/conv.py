@@ -1,0 +1,69 @@
+"""Code for a conv group: one cuDNN launcher call, then (when needed) one fused epilogue kernel.
+
+The launcher (templates/conv.cuh) does the convolution and, when the schedule folds them, the
+conv's bias, a residual add and a ReLU (schedule/conv.py decides). Every other epilogue op, plus
+the bias in that case, runs as one of our elementwise kernels in place over the conv output.
+The Python side (`_stitch_conv`, conv_runtime.py) computes the output shape, owns the workspace
+and reads PyTorch's cuDNN TF32 setting at each call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codegen.emit.kernels import ChainOp, GroupWriter, Helper, Token, spec_ops
+from codegen.schedule.conv import conv_folds, conv_template
+from codegen.schedule.fusion import Group
+
+_SPATIAL = [(f"{name}{i}", "int64_t") for name in ("i", "k", "o", "p", "s", "d") for i in range(3)]
+CONV_PARAMS: list[tuple[str, str]] = [
+    ("const float*", "x"),
+    ("const float*", "w"),
+    ("const float*", "bias"),
+    ("const float*", "z"),
+    ("float*", "y"),
+    ("int64_t", "n"),
+    ("int64_t", "c"),
+    ("int64_t", "k"),
+    *[(ctype, name) for name, ctype in _SPATIAL],
+    ("int", "nd"),
+    ("int", "groups"),
+    ("int", "transposed"),
+    ("int", "act"),
+    ("int", "tf32"),
+    ("void*", "ws"),
+    ("int64_t", "ws_bytes"),
+]
+
+
+def write_conv(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
+    """Fill `helper` for a conv group; returns (template, launches)."""
+    writer.unit.use("conv")
+    writer.unit.library_launcher("conv", CONV_PARAMS, group.id, result="int64_t")
+    anchor = group.anchor
+    assert anchor is not None
+    args = anchor.args
+    params = args["params"]
+    fold = conv_folds(writer.classifier, group)
+    x, w = helper.ref(args["input"]), helper.ref(args["weight"])
+    bias = args.get("bias")
+    in_launcher = fold.bias is not None
+    launcher_bias = helper.ref(bias) if in_launcher else "None"
+    residual = helper.ref(fold.residual) if fold.residual is not None else "None"
+    helper.lines.append(
+        f"out = _stitch_conv({x}, {w}, {launcher_bias}, {residual}, {params.stride!r}, {params.padding!r}, "
+        f"{params.dilation!r}, {params.groups}, {params.transposed}, {params.output_padding!r}, "
+        f"{1 if fold.relu else 0})"
+    )
+    key: Any = group.epilogue[fold.count - 1].node if fold.count else anchor.node
+    chain_ops: list[ChainOp] = []
+    if bias is not None and not in_launcher:  # the epilogue kernel adds the bias first
+        raw, bias_c = Token("raw", full=True), Token("bias_c", full=False)
+        ones = ", ".join(["1"] * params.nd)
+        helper.lines.append(f"bias_c = {helper.ref(bias)}.view(-1, {ones})")
+        helper.locals.update({raw: "out", bias_c: "bias_c"})
+        chain_ops.append(ChainOp("add", [raw, bias_c], {}, anchor.node))
+        key = raw
+    chain_ops += spec_ops(group.epilogue[fold.count :])
+    launches = writer.library_epilogue(helper, group, key, chain_ops)
+    return conv_template(writer.classifier, group), launches

@@ -1,0 +1,112 @@
+"""Runtime helpers of convolution programs, copied verbatim into every program with a conv group.
+
+Like runtime.py they are real Python so that they are linted and tested on the CPU; a program may
+use only torch, the standard library and the module-level `_ext` (the built extension).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_ext: Any = None  # the program binds its built extension here
+# One growing cuDNN workspace per (device, stream), owned by PyTorch's caching allocator, so it is
+# stream-ordered and legal to allocate inside a CUDA-graph capture.
+_STITCH_CONV_WORKSPACES: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _stitch_conv_out_size(
+    size: int, kernel: int, pad: int, stride: int, dilation: int, transposed: bool, output_padding: int
+) -> int:
+    """One spatial extent of a convolution's output, as PyTorch computes it."""
+    if transposed:
+        return (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_padding + 1
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _stitch_conv3(values: tuple[int, ...] | list[int], fill: int) -> list[int]:
+    """Per-dim values padded to the launcher's three spatial slots."""
+    values = [int(v) for v in values]
+    return values + [fill] * (3 - len(values))
+
+
+def _stitch_conv(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    groups: int,
+    transposed: bool,
+    output_padding: tuple[int, ...],
+    act: int,
+) -> torch.Tensor:
+    """act(conv(x, w) + bias + residual) through cuDNN on the caller's stream (act 1: ReLU).
+
+    A transposed convolution runs as cuDNN's backward-data convolution. TF32 is used only when
+    PyTorch allows it for cuDNN (torch.backends.cudnn.allow_tf32, read at every call), so the math
+    follows the harness's setting.
+    """
+    nd = x.dim() - 2
+    x = x.contiguous()
+    w = w.contiguous()
+    n, c = int(x.shape[0]), int(x.shape[1])
+    k = int(w.shape[1]) * groups if transposed else int(w.shape[0])
+    if c != (int(w.shape[0]) if transposed else int(w.shape[1]) * groups):
+        raise ValueError(f"conv: input has {c} channels, weight {tuple(w.shape)} with groups={groups}")
+    sizes = [
+        _stitch_conv_out_size(
+            int(x.shape[2 + i]),
+            int(w.shape[2 + i]),
+            padding[i],
+            stride[i],
+            dilation[i],
+            transposed,
+            output_padding[i],
+        )
+        for i in range(nd)
+    ]
+    if min(sizes, default=1) < 1:
+        raise ValueError(f"conv: output size {sizes} of input {tuple(x.shape)} is too small")
+    y = torch.empty((n, k, *sizes), device=x.device, dtype=torch.float32)
+    if y.numel() == 0:
+        return y
+    b = bias.contiguous() if bias is not None else None
+    r = residual.contiguous() if residual is not None else None
+    if r is not None and tuple(r.shape) != tuple(y.shape):
+        raise ValueError(f"conv: residual shape {tuple(r.shape)} differs from the output {tuple(y.shape)}")
+    stream = torch.cuda.current_stream(y.device).cuda_stream
+    slot = (int(y.device.index or 0), int(stream))
+    workspace = _STITCH_CONV_WORKSPACES.get(slot)
+    if workspace is None:
+        workspace = torch.empty(0, device=y.device, dtype=torch.uint8)
+    operands = [
+        x.data_ptr(),
+        w.data_ptr(),
+        b.data_ptr() if b is not None else 0,
+        r.data_ptr() if r is not None else 0,
+        y.data_ptr(),
+        n,
+        c,
+        k,
+        *_stitch_conv3(x.shape[2:], 1),
+        *_stitch_conv3(w.shape[2:], 1),
+        *_stitch_conv3(sizes, 1),
+        *_stitch_conv3(padding, 0),
+        *_stitch_conv3(stride, 1),
+        *_stitch_conv3(dilation, 1),
+        nd,
+        groups,
+        int(transposed),
+        act,
+        int(torch.backends.cudnn.allow_tf32),
+    ]
+    wanted = _ext.conv(*operands, workspace.data_ptr(), workspace.numel(), stream)
+    if wanted > workspace.numel():  # first call of a shape needing more: grow, then run
+        workspace = torch.empty(wanted, device=y.device, dtype=torch.uint8)
+        _STITCH_CONV_WORKSPACES[slot] = workspace
+        _ext.conv(*operands, workspace.data_ptr(), workspace.numel(), stream)
+    return y
