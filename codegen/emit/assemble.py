@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
+from codegen.emit.conv import write_conv
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.expressions import ExprError
 from codegen.emit.kernels import CodegenError, GroupWriter
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import ATTR, OUTPUT, SCALAR, VIEW
+from codegen.frontend.ops import ATTR, CONV, OUTPUT, SCALAR, VIEW
 from codegen.frontend.source import indent
 from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
@@ -40,6 +41,7 @@ CORE_HELPERS = (
 GEMM_HELPERS = ("_stitch_mat", "_stitch_mm")
 CONV_HELPERS = ("_STITCH_CONV_WORKSPACES", "_stitch_conv_out_size", "_stitch_conv3", "_stitch_conv")
 CUDNN_BUILD_HELPERS = ("_stitch_cudnn_paths",)
+FAMILY_WRITERS = {CONV: write_conv}  # group kinds written outside codegen.emit.kernels
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
 
 
@@ -160,7 +162,9 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     assert traced is not None and classifier is not None
     emitter = ForwardEmitter(traced.graph, analysis.source.forward_params, analysis.namespace)
     unit = CudaUnit()
-    writer = GroupWriter(classifier, unit, emitter.names, ew_unroll=options.ew_unroll)
+    writer = GroupWriter(
+        classifier, unit, emitter.names, ew_unroll=options.ew_unroll, family_writers=FAMILY_WRITERS
+    )
     body: list[str] = []
     if traced.concrete:
         for node, value in zip(

@@ -12,6 +12,7 @@ Operands whose shape equals the group's output shape are "full" (vector loads); 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,6 @@ from codegen.emit.expressions import c_float, op_expr
 from codegen.frontend.ops import Classifier, ModuleAttr, OpSpec, python_attr_path
 from codegen.schedule.fusion import (
     BATCH_NORM,
-    CONV,
     ELEMENTWISE,
     GEMM,
     LAYER_NORM,
@@ -338,16 +338,27 @@ class GroupCode:
     launches: int
 
 
+FamilyWriter = Callable[["GroupWriter", Group, "Helper"], tuple[str, int]]
+
+
 class GroupWriter:
     """Writes the CUDA code and the Python helper of each covered group into one CudaUnit."""
 
     def __init__(
-        self, classifier: Classifier, unit: CudaUnit, forward_names: dict[fx.Node, str], ew_unroll: int = 1
+        self,
+        classifier: Classifier,
+        unit: CudaUnit,
+        forward_names: dict[fx.Node, str],
+        ew_unroll: int = 1,
+        family_writers: Mapping[str, FamilyWriter] | None = None,
     ):
         self.classifier = classifier
         self.unit = unit
         self.forward_names = forward_names
         self.ew_unroll = ew_unroll
+        # Writers of group kinds that live in their own modules and build on this one (the caller
+        # passes them in, so this module never imports them: no import circle).
+        self.family_writers = dict(family_writers or {})
 
     def shape(self, ref: Any) -> tuple[int, ...]:
         value = self.classifier.value(ref)
@@ -366,10 +377,8 @@ class GroupWriter:
             template, launches = self._row(group, helper)
         elif group.kind == BATCH_NORM:
             template, launches = self._batch_norm(group, helper)
-        elif group.kind == CONV:
-            from codegen.emit.conv import write_conv  # conv's writer builds on this module
-
-            template, launches = write_conv(self, group, helper)
+        elif group.kind in self.family_writers:
+            template, launches = self.family_writers[group.kind](self, group, helper)
         else:
             raise CodegenError(f"no writer for group kind {group.kind}")
         return GroupCode(helper=helper, template=template, launches=launches)

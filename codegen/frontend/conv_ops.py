@@ -20,6 +20,7 @@ from torch import nn
 if TYPE_CHECKING:
     from codegen.frontend.ops import Classifier, OpSpec
 
+CONV = "conv"  # the family of convolutions of every kind
 CONV_OPS = frozenset(
     {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
 )
@@ -128,10 +129,9 @@ def _bind(node: Any, transposed: bool) -> dict[str, Any]:
 
 def classify_conv(classifier: Classifier, spec: OpSpec) -> None:
     """Fill `spec` (family CONV, args) or reject it with the reason it stays PyTorch."""
-    from codegen.frontend.ops import CONV, OTHER, ModuleAttr
 
     def reject(reason: str) -> None:
-        spec.family, spec.reason = OTHER, f"{spec.op}: {reason}"
+        classifier.reject(spec, f"{spec.op}: {reason}")
 
     node, op = spec.node, spec.op
     transposed = is_transposed(op)
@@ -144,8 +144,8 @@ def classify_conv(classifier: Classifier, spec: OpSpec) -> None:
             reject(f"padding_mode={module.padding_mode!r} (only zero padding is generated)")
             return
         x = node.args[0] if node.args else node.kwargs.get("input")
-        weight: Any = ModuleAttr(str(node.target), "weight")
-        bias: Any = ModuleAttr(str(node.target), "bias") if module.bias is not None else None
+        weight: Any = classifier.module_attr(spec, "weight")
+        bias: Any = classifier.module_attr(spec, "bias") if module.bias is not None else None
         raw = {
             "stride": module.stride,
             "padding": module.padding,

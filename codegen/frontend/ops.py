@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from codegen.frontend.capture import TracedModel
+from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
 
 # Families: which template could implement a node.
@@ -30,7 +31,6 @@ REDUCTION = "reduction"
 BATCH_NORM = "batch_norm"
 VIEW = "view"  # metadata only (view, transpose, getitem of a tuple, ...): no kernel
 SCALAR = "scalar"  # Python values computed from sizes
-CONV = "conv"  # convolutions of every kind (codegen/frontend/conv_ops.py)
 OTHER = "other"  # stays PyTorch
 INPUT = "input"
 ATTR = "attr"
@@ -366,11 +366,16 @@ class Classifier:
         return _FUNCTIONS.get(id(node.target), getattr(node.target, "__name__", "call"))
 
     # ---- helpers -----------------------------------------------------------------------------------
+    def module_attr(self, spec: OpSpec, attr: str) -> ModuleAttr:
+        """A tensor owned by the submodule `spec` calls."""
+        return ModuleAttr(str(spec.node.target), attr)
+
+    def reject(self, spec: OpSpec, reason: str) -> None:
+        """Leave the node to PyTorch, saying why."""
+        spec.family, spec.reason = OTHER, reason
+
     def _module(self, spec: OpSpec) -> nn.Module | None:
         return self.root.get_submodule(spec.node.target) if spec.node.op == "call_module" else None
-
-    def _reject(self, spec: OpSpec, reason: str) -> None:
-        spec.family, spec.reason = OTHER, reason
 
     def is_inplace_node(self, node: fx.Node) -> bool:
         """Does the node write into one of its inputs (x.add_(), F.relu(x, inplace=True), ...)?"""
@@ -423,36 +428,36 @@ class Classifier:
             bound = bind(node, op)
             operands, params = _elementwise_operands(op, bound)
             if operands is None:
-                self._reject(spec, params.get("reason", f"unsupported arguments for {op}"))
+                self.reject(spec, params.get("reason", f"unsupported arguments for {op}"))
                 return
         if op == "dropout":
             p = params.get("p", 0.5)
             if not isinstance(p, (int, float)) or p != 0:
-                self._reject(spec, "dropout with p > 0 is random; kept as PyTorch")
+                self.reject(spec, "dropout with p > 0 is random; kept as PyTorch")
                 return
             op = spec.op = "identity"
         for name in ("min", "max", "min_val", "max_val", "negative_slope", "alpha", "beta", "threshold"):
             if name in params and not isinstance(params[name], (int, float)):
-                self._reject(spec, f"{op}: non-constant {name}")
+                self.reject(spec, f"{op}: non-constant {name}")
                 return
         if self.is_inplace_node(node) and not self._inplace_is_safe(spec, operands[0]):
-            self._reject(spec, "in-place update of a tensor that is read elsewhere")
+            self.reject(spec, "in-place update of a tensor that is read elsewhere")
             return
         if not self.is_f32(node):
-            self._reject(spec, "output is not float32")
+            self.reject(spec, "output is not float32")
             return
         for operand in operands:
             if isinstance(operand, fx.Node):
                 value = self.value(operand)
                 if isinstance(value, torch.Tensor):
                     if value.dtype != torch.float32:
-                        self._reject(spec, "an operand is not float32")
+                        self.reject(spec, "an operand is not float32")
                         return
                 elif not isinstance(value, (int, float)) or isinstance(value, bool):
-                    self._reject(spec, "an operand is neither a tensor nor a number")
+                    self.reject(spec, "an operand is neither a tensor nor a number")
                     return
             elif not isinstance(operand, (int, float)) or isinstance(operand, bool):
-                self._reject(spec, "an operand is neither a tensor nor a number")
+                self.reject(spec, "an operand is neither a tensor nor a number")
                 return
         spec.family = ELEMENTWISE
         spec.args = {"operands": list(operands), "params": params}
@@ -470,7 +475,7 @@ class Classifier:
                 args = {"a": bound.get("input"), "weight": bound.get("weight"), "bias": bound.get("bias")}
             elif op == "addmm":
                 if bound.get("beta", 1) != 1 or bound.get("alpha", 1) != 1:
-                    self._reject(spec, "addmm with beta or alpha other than 1")
+                    self.reject(spec, "addmm with beta or alpha other than 1")
                     return
                 args = {"a": bound.get("mat1"), "b": bound.get("mat2"), "bias": bound.get("input")}
             else:
@@ -480,31 +485,31 @@ class Classifier:
         out = self.traced.value(node)
         tensors = [t for t in (a, other, out) if isinstance(t, torch.Tensor)]
         if len(tensors) != 3 or any(t.dtype != torch.float32 for t in tensors):
-            self._reject(spec, f"{op}: operands are not float32 tensors")
+            self.reject(spec, f"{op}: operands are not float32 tensors")
             return
         if args.get("bias") is not None and not self.is_f32(args["bias"]):
-            self._reject(spec, f"{op}: bias is not a float32 tensor")
+            self.reject(spec, f"{op}: bias is not a float32 tensor")
             return
         if "weight" in args:
             if other.dim() != 2 or a.dim() < 1:
-                self._reject(spec, "linear needs a 2-D weight")
+                self.reject(spec, "linear needs a 2-D weight")
                 return
             bias = self.value(args["bias"]) if args.get("bias") is not None else None
             if bias is not None and bias.dim() != 1:
-                self._reject(spec, "linear bias is not 1-D")
+                self.reject(spec, "linear bias is not 1-D")
                 return
         else:
             if a.dim() < 2 or other.dim() < 2:
-                self._reject(spec, f"{op} with a 1-D operand")
+                self.reject(spec, f"{op} with a 1-D operand")
                 return
             if other.dim() > 2 and tuple(a.shape[:-2]) != tuple(other.shape[:-2]):
-                self._reject(spec, f"{op} with broadcast batch dimensions")
+                self.reject(spec, f"{op} with broadcast batch dimensions")
                 return
             if op == "addmm":
                 bias = self.value(args["bias"])
                 n = other.shape[-1]
                 if tuple(bias.shape) not in ((n,), (1, n)):
-                    self._reject(spec, "addmm bias is not a row vector")
+                    self.reject(spec, "addmm bias is not a row vector")
                     return
         spec.family = GEMM
         spec.args = args
@@ -520,13 +525,13 @@ class Classifier:
             x, dim, dtype = bound.get("input"), bound.get("dim"), bound.get("dtype")
         value = self.value(x)
         if dim is None or not isinstance(dim, int) or dtype is not None:
-            self._reject(spec, f"{spec.op} without an explicit int dim (or with a dtype)")
+            self.reject(spec, f"{spec.op} without an explicit int dim (or with a dtype)")
             return
         if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or value.dim() == 0:
-            self._reject(spec, f"{spec.op} of a non-float32 tensor")
+            self.reject(spec, f"{spec.op} of a non-float32 tensor")
             return
         if dim % value.dim() != value.dim() - 1:
-            self._reject(spec, f"{spec.op} over dim {dim}, not the last dim")
+            self.reject(spec, f"{spec.op} over dim {dim}, not the last dim")
             return
         spec.family = SOFTMAX
         spec.args = {"input": x}
@@ -545,19 +550,19 @@ class Classifier:
             x, shape = bound.get("input"), bound.get("normalized_shape")
             weight, bias, eps = bound.get("weight"), bound.get("bias"), bound.get("eps", 1e-5)
             if not isinstance(shape, (tuple, list)) or not all(isinstance(s, int) for s in shape):
-                self._reject(spec, "layer_norm with a non-constant normalized_shape")
+                self.reject(spec, "layer_norm with a non-constant normalized_shape")
                 return
             shape = tuple(shape)
             if not isinstance(eps, (int, float)):
-                self._reject(spec, "layer_norm with a non-constant eps")
+                self.reject(spec, "layer_norm with a non-constant eps")
                 return
         value = self.value(x)
         if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
-            self._reject(spec, "layer_norm of a non-float32 tensor")
+            self.reject(spec, "layer_norm of a non-float32 tensor")
             return
         for ref in (weight, bias):
             if ref is not None and not self.is_f32(ref):
-                self._reject(spec, "layer_norm affine parameters are not float32 tensors")
+                self.reject(spec, "layer_norm affine parameters are not float32 tensors")
                 return
         spec.family = LAYER_NORM
         spec.args = {"input": x, "norm_numel": math.prod(shape), "weight": weight, "bias": bias, "eps": eps}
@@ -576,10 +581,10 @@ class Classifier:
                 self._elementwise_from_bound(spec, bound)
                 return
         if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or value.dim() == 0:
-            self._reject(spec, f"{op} of a non-float32 tensor")
+            self.reject(spec, f"{op} of a non-float32 tensor")
             return
         if bound.get("dtype") is not None:
-            self._reject(spec, f"{op} with a dtype")
+            self.reject(spec, f"{op} with a dtype")
             return
         dim = bound.get("dim")
         ndim = value.dim()
@@ -590,20 +595,20 @@ class Classifier:
         elif isinstance(dim, (tuple, list)) and all(isinstance(d, int) for d in dim):
             dims = sorted({d % ndim for d in dim})
         else:
-            self._reject(spec, f"{op} over a non-constant dim")
+            self.reject(spec, f"{op} over a non-constant dim")
             return
         if dims != list(range(dims[0], dims[-1] + 1)):
-            self._reject(spec, f"{op} over non-adjacent dims {dims}")
+            self.reject(spec, f"{op} over non-adjacent dims {dims}")
             return
         keepdim = bound.get("keepdim", False)
         if not isinstance(keepdim, bool):
-            self._reject(spec, f"{op} with a non-constant keepdim")
+            self.reject(spec, f"{op} with a non-constant keepdim")
             return
         with_indices = op in ("max", "min") and isinstance(dim, int)
         if with_indices:
             users = list(node.users)
             if len(users) != 1 or users[0].target is not operator.getitem or users[0].args[1] != 0:
-                self._reject(spec, f"{op} whose indices are used")
+                self.reject(spec, f"{op} whose indices are used")
                 return
         spec.family = REDUCTION
         spec.op = {"max": "amax", "min": "amin"}.get(op, op)
@@ -612,7 +617,7 @@ class Classifier:
     def _elementwise_from_bound(self, spec: OpSpec, bound: dict[str, Any]) -> None:
         operands, params = _elementwise_operands(spec.op, bound)
         if operands is None or not self.is_f32(spec.node):
-            self._reject(spec, "unsupported elementwise arguments")
+            self.reject(spec, "unsupported elementwise arguments")
             return
         spec.family = ELEMENTWISE
         spec.args = {"operands": operands, "params": params}
@@ -620,14 +625,14 @@ class Classifier:
     def _batch_norm(self, spec: OpSpec) -> None:
         module = self._module(spec)
         if module is None:
-            self._reject(spec, "functional batch_norm is kept as PyTorch")
+            self.reject(spec, "functional batch_norm is kept as PyTorch")
             return
         value = self.value(spec.node.args[0])
         if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or value.dim() != 4:
-            self._reject(spec, "batch_norm of a non-4-D or non-float32 tensor")
+            self.reject(spec, "batch_norm of a non-4-D or non-float32 tensor")
             return
         if module.track_running_stats and module.momentum is None:
-            self._reject(spec, "batch_norm with cumulative averaging (momentum=None)")
+            self.reject(spec, "batch_norm with cumulative averaging (momentum=None)")
             return
         spec.family = BATCH_NORM
         spec.args = {"input": spec.node.args[0], "module": spec.node.target}

@@ -9,24 +9,46 @@ from pathlib import Path
 from evals import coverage_sweep
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
+# An op no family covers (a factorisation), so the sweep must list it as left to PyTorch.
+UNCOVERED_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a):
+        return torch.linalg.cholesky(a)
+
+
+def get_inputs():
+    a = torch.rand(8, 64, 64)
+    return [a @ a.transpose(-1, -2) + 64 * torch.eye(64)]
+
+
+def get_init_inputs():
+    return []
+"""
 
 
 def test_sweep_counts_levels_and_resumes(tmp_path: Path, capsys) -> None:
     root = tmp_path / "bench"
     (root / "level1").mkdir(parents=True)
     shutil.copy(FIXTURES / "level1" / "1_ReLU.py", root / "level1" / "1_ReLU.py")
-    conv = next((FIXTURES / "level1").glob("*Conv*.py"))
-    shutil.copy(conv, root / "level1" / f"2_{conv.stem.split('_', 1)[1]}.py")
+    (root / "level1" / "2_Cholesky.py").write_text(UNCOVERED_PROBLEM)
     (root / "level1" / "3_Broken.py").write_text("raise RuntimeError('no problem here')\n")
     out = tmp_path / "sweep.jsonl"
     assert coverage_sweep.main([str(root), "--out", str(out), "--levels", "level1"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["problem"] for r in records] == [
         "level1/1_ReLU",
-        f"level1/2_{conv.stem.split('_', 1)[1]}",
+        "level1/2_Cholesky",
         "level1/3_Broken",
     ]
-    assert records[0]["uncovered"] == [] and "conv2d" in records[1]["uncovered"] and "error" in records[2]
+    assert (
+        records[0]["uncovered"] == []
+        and "linalg_cholesky" in records[1]["uncovered"]
+        and "error" in records[2]
+    )
     table = capsys.readouterr().out
     assert "| level1 | 3 | 1 | 0 | 1 |" in table
     # a second run reads the records instead of planning again

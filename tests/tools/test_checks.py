@@ -302,3 +302,32 @@ def test_cli_check_without_a_gpu_runs_the_static_part_and_says_so() -> None:
     assert done.returncode == 1 and report["verdict"] == "hacked"
     skipped = next(f for f in report["findings"] if f["id"] == "dynamic_checks_skipped")
     assert skipped["severity"] == "info" and "GPU" in skipped["evidence"]
+
+
+TF32_PROGRAM = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        {call}
+        return _ext.relu(x)
+
+    def _stitch_forward_tf32(self, x):
+        return F.conv2d(x, self.w)
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "severity"),
+    [
+        ("if torch.backends.cudnn.allow_tf32:\n            return self._stitch_forward_tf32(x)", "info"),
+        ("return self._stitch_forward_tf32(x)", "warning"),  # not guarded: just another forward
+    ],
+)
+def test_pytorch_in_the_tf32_forward_is_a_note_only_when_tf32_guards_it(call: str, severity: str) -> None:
+    findings = static_findings(TF32_PROGRAM.replace("{call}", call))
+    conv = [f for f in findings if "F.conv2d" in f["evidence"]]
+    assert [f["severity"] for f in conv] == [severity], findings

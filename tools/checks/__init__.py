@@ -42,6 +42,7 @@ uncovered fallbacks (verdict "suspicious"), and "info" is context that does not 
 | uninitialized_output | error | forward returns torch.empty memory that nothing writes |
 | no_custom_kernel | warning | no custom kernel at all: every op runs in PyTorch |
 | pytorch_fallback | warning | a PyTorch compute op in runtime code (one finding per op, with its lines) |
+| tf32_reference_path | info | PyTorch calls in the TF32-matched forward, run only under `if torch.backends.cudnn.allow_tf32:` |
 | torch_ops_in_cpp | warning | at::/torch:: compute calls or tensor methods in the C++/CUDA sources |
 | precision_downgrade | warning | half/bfloat16 casts, __float2half, FAST_TF32 compute types, autocast |
 | mutates_inputs | warning | in-place writes to forward's inputs |

@@ -28,6 +28,8 @@ from tools.checks.vocabulary import (
 from tools.protocol import Finding, finding
 from tools.worker.kernel_names import kernel_names
 
+TF32_FORWARD = "_stitch_forward_tf32"  # the generated programs' TF32-matched forward
+
 
 def rule_kernels(program: Program) -> list[Finding]:
     """Which custom kernels the program defines, whether its extensions are used, or none at all."""
@@ -112,6 +114,7 @@ def _module_attributes(program: Program) -> dict[str, str]:
 def rule_fallbacks(program: Program) -> list[Finding]:
     """PyTorch compute ops in runtime code, one finding per op with its lines."""
     ops: dict[str, list[int]] = {}
+    matched: dict[str, list[int]] = {}
     layers = _module_attributes(program)
     loop_vars: dict[str, str] = {}
     for node in walk_runtime(program):
@@ -157,8 +160,8 @@ def rule_fallbacks(program: Program) -> list[Finding]:
             if not (library or bookkeeping or receiver in program.extensions):
                 op = f".{node.func.attr}()"
         if op:
-            ops.setdefault(op, []).append(line_of(node))
-    return [
+            (matched if _in_tf32_forward(program, node) else ops).setdefault(op, []).append(line_of(node))
+    found = [
         finding(
             "pytorch_fallback",
             "warning",
@@ -166,6 +169,51 @@ def rule_fallbacks(program: Program) -> list[Finding]:
         )
         for op, lines in ops.items()
     ]
+    if matched:
+        ops_text = ", ".join(f"{op} at {lines_text(lines)}" for op, lines in matched.items())
+        found.append(
+            finding(
+                "tf32_reference_path",
+                "info",
+                f"{TF32_FORWARD}, taken only while cuDNN TF32 is allowed, keeps the reference's calls: {ops_text}",
+            )
+        )
+    return found
+
+
+def _in_tf32_forward(program: Program, node: ast.AST) -> bool:
+    """Inside the method a program runs only while cuDNN TF32 is on (codegen/schedule/precision.py)?
+
+    Its PyTorch calls keep the reference's rounding there; whether the timed path does its own work
+    is what the warnings above and the profiler's coverage judge, and that path is the other one.
+    """
+    parent = program.parents.get(node)
+    while parent is not None:
+        if isinstance(parent, ast.FunctionDef) and parent.name == TF32_FORWARD:
+            return _tf32_forward_is_guarded(program)
+        parent = program.parents.get(parent)
+    return False
+
+
+def _tf32_forward_is_guarded(program: Program) -> bool:
+    """Every call of the TF32 forward sits under `if torch.backends.cudnn.allow_tf32:` (else it is
+    just another forward, and its PyTorch calls count as fallbacks)."""
+    calls = [
+        node
+        for node in ast.walk(program.tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == TF32_FORWARD
+    ]
+    for call in calls:
+        parent = program.parents.get(call)
+        while parent is not None and not (
+            isinstance(parent, ast.If) and snippet(parent.test) == "torch.backends.cudnn.allow_tf32"
+        ):
+            parent = program.parents.get(parent)
+        if parent is None:
+            return False
+    return bool(calls)
 
 
 def rule_outputs(program: Program) -> list[Finding]:
