@@ -12,6 +12,7 @@ import sys
 
 import evals.runner, graph.build, graph.cli  # noqa: F401  what `stitchcuda eval` and `run` import
 import nodes.coder, nodes.finalize, nodes.planner, nodes.verifier  # noqa: F401
+import pyseccomp  # noqa: F401  the sandbox's syscall filter (tools/sandbox/seccomp.py imports it lazily)
 
 ON_DEVICE = {"anyio", "certifi", "charset-normalizer", "click", "h11", "httpcore", "httpx", "idna",
              "packaging", "psutil", "pygments", "requests", "rich", "setuptools",

@@ -46,6 +46,11 @@ try:
     out["outside"] = "written" if fd >= 0 else f"refused: {ctypes.get_errno()}"
 except OSError as exc:
     out["outside"] = f"refused: {exc}"
+import threading
+helper = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
+helper.start()  # named from outside, as the CUDA driver names its threads (cuInit fails if it cannot)
+fd = libc.open(f"/proc/self/task/{helper.native_id}/comm".encode(), os.O_WRONLY)
+out["thread_name"] = "named" if fd >= 0 and libc.write(fd, b"cuda-helper", 11) == 11 else f"refused: {ctypes.get_errno()}"
 print(json.dumps(out))
 """
 
@@ -118,6 +123,7 @@ def test_every_backend_holds_the_probe(
     assert seen["planted"].startswith("refused")  # ENOENT under bubblewrap, the audit hook elsewhere
     assert not (tmp_path / "outside.txt").exists() and seen["outside"].startswith("refused")
     assert seen["socket"] == "refused: 13"
+    assert seen["thread_name"] == "named"
     layers = response["sandbox"]["layers"]
     assert layers["namespaces"]["on"] == (backend != "none")
     assert layers["network"]["on"] and layers["filesystem"]["on"] and layers["syscalls"]["on"]

@@ -99,9 +99,12 @@ def apply(spec: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     done["limits"] = set_limits(spec.get("limits") or {})
     rules = spec.get("landlock")
     if rules:
-        own = f"/proc/{os.getpid()}" if rules.get("own_proc") else None
-        if own:
+        own = f"/proc/{os.getpid()}"
+        if rules.get("own_proc"):  # /proc is carved (no PID namespace): this process's entry stays readable
             rules["read"] = [*rules["read"], own]
+        # The CUDA driver names its helper threads by writing /proc/self/task/TID/comm, and cuInit
+        # fails (304, "OS call failed") when it cannot: this process may write its own threads' entries.
+        rules["write"] = [*rules["write"], f"{own}/task"]
         applied = landlock.restrict(
             rules["read"], rules["list_only"], rules["write"], rules["devices"], block_tcp=rules["block_tcp"]
         )
