@@ -58,11 +58,15 @@ def new_figure_grid(width: float, height: float, columns: int) -> tuple[Figure, 
     return fig, axes[0]
 
 
-def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG without metadata that changes between runs; the figure is closed."""
+def png_bytes(fig: Figure, tight: bool = True) -> bytes:
+    """The figure as PNG without metadata that changes between runs; the figure is closed.
+
+    tight False: the caller placed the axes itself (a legend outside them defeats tight_layout).
+    """
     buffer = io.BytesIO()
     with plt.rc_context(STYLE):
-        fig.tight_layout()
+        if tight:
+            fig.tight_layout()
         fig.savefig(buffer, format="png", metadata={"Software": None})
     plt.close(fig)
     return buffer.getvalue()

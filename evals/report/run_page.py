@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from matplotlib.ticker import ScalarFormatter
+
 from evals.report import html as h
 from evals.report.figures import (
     EAGER,
@@ -39,7 +41,7 @@ def trajectory_png(report: dict[str, Any]) -> bytes:
     rows = trajectory(report)
     if not rows:
         return message_png("no candidate was evaluated")
-    fig, ax = new_figure(7.0, 3.2)
+    fig, ax = new_figure(8.5, 3.2)
     timed = [r["candidate_ms"] for r in rows if isinstance(r["candidate_ms"], int | float)]
     eager = report.get("eager_ms")
     top = max([*timed, eager or 0.0, 1e-3]) * 1.8
@@ -71,12 +73,14 @@ def trajectory_png(report: dict[str, Any]) -> bytes:
         ax.plot([], [], "o", color=colour, label=f"{mode} turn")
     ax.plot([], [], "*", color="#000000", mfc="none", markersize=10, label="best (reported)")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.set_ylim(top=top * 1.6)
     ax.set_xticks([r["candidate"] for r in rows])
     ax.set_xlabel("candidate")
     ax.set_ylabel("forward time (ms, log; x: failed)")
     ax.set_title("iteration trajectory")
-    ax.legend(loc="lower left", ncol=3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return png_bytes(fig)
 
 
@@ -85,7 +89,7 @@ def time_split_png(split: dict[str, float]) -> bytes:
     total = sum(split.values())
     if total <= 0:
         return message_png("no time was recorded for this run")
-    fig, ax = new_figure(7.0, 1.7)
+    fig, ax = new_figure(8.0, 2.6)
     left = 0.0
     for (part, seconds), colour in zip(split.items(), PART_COLOURS, strict=True):
         ax.barh(0, seconds, left=left, color=colour, label=f"{part} {seconds:.1f} s ({seconds / total:.0%})")
@@ -94,8 +98,9 @@ def time_split_png(split: dict[str, float]) -> bytes:
     ax.set_xlim(0, total)
     ax.set_xlabel("seconds")
     ax.set_title(f"time split ({total:.1f} s)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.55), ncol=3)
-    return png_bytes(fig)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.4), ncol=3, fontsize=7)
+    fig.subplots_adjust(left=0.04, right=0.96, top=0.86, bottom=0.5)
+    return png_bytes(fig, tight=False)
 
 
 def kernel_roofline_png(roofline: dict[str, Any] | None) -> bytes:
