@@ -94,6 +94,7 @@ def fast_p_curves(records: Sequence[dict[str, Any]], totals: dict[str, int]) -> 
             ax.text(
                 0.5, 0.5, f"no {baseline} baseline recorded", ha="center", va="center", transform=ax.transAxes
             )
+            ax.axis("off")
             continue
         groups = [(level, [r for r in records if r.get("level") == level], totals[level]) for level in levels]
         groups.append(("all", list(records), sum(totals.values())))
