@@ -87,15 +87,19 @@ class EvalProgress:
                 console=self.console,
             )
             self.bar.__enter__()
-            self.task = self.bar.add_task("eval", total=self.total, completed=self.done, **self._fields())
+            self.task = self.bar.add_task(
+                "eval", total=self.total, completed=self.done, verified=self.verified, in_flight=0
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
 
-    def _fields(self) -> dict[str, int]:
-        return {"verified": self.verified, "in_flight": len(self.in_flight)}
+    def _show(self, **progress: Any) -> None:
+        """Redraw the bar with the current counts (progress: rich's completed=...)."""
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, verified=self.verified, in_flight=len(self.in_flight), **progress)
 
     def status_line(self) -> str:
         """'[3/24] 2 verified, 1 in flight, ETA 0:12:30': the plain form of the bar."""
@@ -108,8 +112,8 @@ class EvalProgress:
 
     def started(self, problem: str) -> None:
         self.in_flight.add(problem)
-        if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, **self._fields())
+        if self.bar is not None:
+            self._show()
         else:
             self.console.print(f"started {escape(problem)}; {self.status_line()}")
 
@@ -119,8 +123,8 @@ class EvalProgress:
         self.done_here += 1
         self.verified += record.get("status") == "verified"
         line = escape(record_line(record))
-        if self.bar is not None and self.task is not None:
+        if self.bar is not None:
             self.bar.console.print(line)
-            self.bar.update(self.task, completed=self.done, **self._fields())
+            self._show(completed=self.done)
         else:
             self.console.print(f"{line}; {self.status_line()}")

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-STYLE: dict[str, Any] = {
+STYLE: Any = {  # Any: matplotlib types rc_context keys as a Literal of every rc name
     "font.family": "DejaVu Sans",
     "font.size": 9.0,
     "axes.titlesize": 10.0,
