@@ -27,6 +27,7 @@ from evals.report.figures import (
 from nodes.support.run_summary import (
     best_origin,
     kernel_roofline,
+    outcome_text,
     profile_report,
     time_split,
     trajectory,
@@ -136,7 +137,7 @@ def _trajectory_table(report: dict[str, Any]) -> str:
             h.number(r["candidate"], "d"),
             h.Cell(str(r["mode"])),
             h.Cell(
-                str(r["status"]) + (f" ({r['verdict']})" if r["verdict"] not in (None, "clean") else ""),
+                outcome_text(r),
                 css="good" if r["status"] == "passed" else "bad",
             ),
             h.number(r["candidate_ms"], ".3f"),

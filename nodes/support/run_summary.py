@@ -40,6 +40,13 @@ def trajectory(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def outcome_text(row: dict[str, Any]) -> str:
+    """'passed', 'passed (suspicious)', 'build_error': a verdict means something only for a program that ran."""
+    verdict = row.get("verdict")
+    shown = row.get("status") == "passed" and verdict not in (None, "clean")
+    return str(row.get("status")) + (f" ({verdict})" if shown else "")
+
+
 def best_origin(report: dict[str, Any]) -> str:
     """Where the reported program came from, in one line."""
     rows = trajectory(report)
@@ -154,9 +161,7 @@ def markdown_sections(report: dict[str, Any]) -> list[str]:
     lines += ["| candidate | turn | outcome | ms | vs eager | build s | check s | best | summary |"]
     lines += ["|---|---|---|---|---|---|---|---|---|"]
     for row in trajectory(report):
-        outcome = str(row["status"]) + (
-            f" ({row['verdict']})" if row["verdict"] not in (None, "clean") else ""
-        )
+        outcome = outcome_text(row)
         lines.append(
             f"| {row['candidate']} | {row['mode']} | {outcome} | {_fmt(row['candidate_ms'], '.3f')} | "
             f"{_fmt(row['speedup_vs_eager'], '.2f')} | {row['build_s']:.1f} | {row['eval_s']:.1f} | "
