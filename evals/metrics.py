@@ -52,6 +52,17 @@ def _speedup(record: dict[str, Any], baseline: str) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else None
 
 
+def speedup_of(record: dict[str, Any], baseline: str) -> float | None:
+    """The record's finite, positive speedup against "eager" or "compile", else None."""
+    return _speedup(record, baseline)
+
+
+def fast_share(records: Sequence[dict[str, Any]], total: int, baseline: str, p: float) -> float:
+    """fast_p at any p: the share of `total` problems that are correct with a speedup strictly above p."""
+    fast = sum(1 for r in records if is_correct(r) and (_speedup(r, baseline) or 0.0) > p)
+    return fast / total if total else 0.0
+
+
 def comparison(records: Sequence[dict[str, Any]], total: int, baseline: str) -> dict[str, Any]:
     """Speedup metrics against one baseline ("eager" or "compile") over `total` problems."""
     correct = [r for r in records if is_correct(r)]

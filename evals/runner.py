@@ -205,6 +205,8 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     record["verifier_speedup_vs_eager"] = report.get("speedup_vs_eager")
     record["verdict"], record["verdict_source"] = hack_verdict(report, run_dir / "solution.py")
     record["operator_coverage"] = (report.get("hack_check") or {}).get("operator_coverage")
+    plan = report.get("plan") or {}  # one forward's work: the eval report's roofline reads it
+    record["work_flops"], record["work_bytes"] = plan.get("total_flops"), plan.get("total_bytes")
     return record
 
 
@@ -309,6 +311,7 @@ def run_suite(
     on_done: Callable[[dict[str, Any]], None] | None = None,
     baseline: BaselineConfig | None = None,
     cli: Sequence[str] = DEFAULT_CLI,
+    on_start: Callable[[SuiteProblem], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every problem not yet in OUT/results.jsonl; returns the records of `problems` (old and new)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -319,6 +322,8 @@ def run_suite(
     lock = threading.Lock()
 
     def work(problem: SuiteProblem) -> None:
+        if on_start:
+            on_start(problem)
         record = run_one(problem, out, run_args, timeout_s, baseline, cli)
         with lock:
             append_record(results_path, record)

@@ -1,6 +1,8 @@
 """The `stitchcuda` command line.
 
     stitchcuda run PROBLEM [--out DIR] [--policy offline|llm] [--thread ID] ...
+    stitchcuda eval SUITE... [--out DIR]  # a suite, then OUT/report.html
+    stitchcuda report EVAL_OUT            # redraw an eval's report.html and each run's HTML twin
     stitchcuda graph                      # the graph as a Mermaid drawing
     stitchcuda llm serve-local [--port P] # a small real model behind transformers serve
     stitchcuda rag build|ingest|query|eval
@@ -166,9 +168,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import re
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from evals.metrics import summary_table
+    from evals.progress import EvalProgress
     from evals.runner import (
         DEFAULT_CLI,
         baseline_config,
@@ -221,31 +223,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if baseline.enabled
         else "baselines: off"
     )
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as bar:
-        task = bar.add_task("eval", total=len(problems), completed=already)
-
-        def on_done(record: dict[str, Any]) -> None:
-            speed = record.get("speedup_vs_eager")
-            versus = record.get("speedup_vs_compile")
-            bar.console.print(
-                f"{record['problem']}: {record.get('status')}"
-                + (f" {speed:.2f}x vs eager" if speed else "")
-                + (f", {versus:.2f}x vs {record.get('best_compile_mode')}" if versus else "")
-                + (f" [{record['verdict']}]" if record.get("verdict") == "hacked" else "")
-                + f" ({record['seconds']:.0f} s)"
-            )
-            bar.advance(task)
-
+    keys = {p.key for p in problems}
+    verified = sum(
+        1
+        for r in read_results(out / "results.jsonl")
+        if r["problem"] in keys and r.get("status") == "verified"
+    )
+    with EvalProgress(len(problems), already, verified, console) as progress:
         records = run_suite(
             problems,
             out,
             run_args,
             jobs=args.jobs,
             timeout_s=args.timeout,
-            on_done=on_done,
+            on_done=progress.finished,
             baseline=baseline,
             cli=cli,
+            on_start=lambda problem: progress.started(problem.key),
         )
     summary = write_summary(out, records, problems)
     print(results_table(records))
@@ -257,6 +251,54 @@ def cmd_eval(args: argparse.Namespace) -> int:
     geo_c = overall["vs_compile"]["geomean_speedup"]
     line += f", vs best torch.compile {geo_c:.2f}x" if geo_c else ""
     print(line + f"; results in {out}")
+    _write_eval_report(out)
+    return 0
+
+
+def _write_eval_report(out: Path) -> None:
+    """The eval's page at its end; a missing `report` extra or a plotting error costs the page, not the eval."""
+    try:
+        from evals.report.suite_page import write_suite_report
+    except ImportError as exc:
+        print(f"report: not written ({exc}; install the `report` extra)", file=sys.stderr)
+        return
+    try:
+        print(f"report: {write_suite_report(out)}")
+    except Exception as exc:  # noqa: BLE001 - the records are safe on disk; say why the page is missing
+        print(f"report: not written ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+
+def _add_report_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="draw an eval's report.html (plots, roofline, sortable table) and each run's HTML twin",
+        description="Reads EVAL_OUT/results.jsonl (or a results .jsonl file) and writes report.html, a "
+        "self-contained page, plus the PNGs it shows (docs/reports.md).",
+    )
+    p.add_argument("eval_out", help="an eval's --out folder, or a results .jsonl file")
+    p.add_argument("--out", default=None, help="folder for the page (default: EVAL_OUT)")
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=None,
+        help="suite folder to find problem files in for work figures (default: evals/suite); repeatable",
+    )
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    try:
+        from evals.report.suite_page import DEFAULT_SUITES, write_suite_report
+    except ImportError as exc:
+        print(f"stitchcuda: {exc}; install the `report` extra (pip install -e '.[report]')", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    suites = [Path(s) for s in args.suite] if args.suite else list(DEFAULT_SUITES)
+    try:
+        page = write_suite_report(Path(args.eval_out), Path(args.out) if args.out else None, suites)
+    except ValueError as exc:
+        print(f"stitchcuda: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(page)
     return 0
 
 
@@ -357,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(sub)
     _add_eval_parser(sub)
     _add_check_parser(sub)
+    _add_report_parser(sub)
     _add_graph_parser(sub)
     for module_name, function in (
         ("rag_corpus.cli", "add_rag_commands"),

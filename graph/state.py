@@ -44,6 +44,14 @@ class OutputState(TypedDict, total=False):
     """The final report (also written to report.json when the context names an out_dir)."""
 
 
+def add_seconds(left: dict[str, float] | None, right: dict[str, float] | None) -> dict[str, float]:
+    """Merge two {node: seconds} maps by summing: each node's update carries only its own turn."""
+    merged = dict(left or {})
+    for name, seconds in (right or {}).items():
+        merged[name] = merged.get(name, 0.0) + seconds
+    return merged
+
+
 class State(InputState, OutputState, total=False):
     """Everything the nodes share."""
 
@@ -77,6 +85,8 @@ class State(InputState, OutputState, total=False):
     """Relative speed gain of the latest verified candidate over the previous best."""
     spent_s: Annotated[float, operator.add]
     """Seconds spent in nodes so far, summed (the wall-time budget survives a resume)."""
+    node_seconds: Annotated[dict[str, float], add_seconds]
+    """Wall seconds per node name, summed (the report's time split: where the run's time went)."""
     history: Annotated[list[dict[str, Any]], operator.add]
     """One Attempt per coder -> verifier round, appended."""
     log: Annotated[list[str], operator.add]

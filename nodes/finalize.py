@@ -14,6 +14,7 @@ from graph.routers import budget_exhausted
 from graph.state import State, read_optional
 from nodes.support.budget import charged
 from nodes.support.report import build_report, render_markdown
+from nodes.support.run_summary import kernel_roofline, profile_report
 from nodes.support.turn_log import TurnLog
 
 
@@ -52,15 +53,29 @@ def outcome(state: State, context: Context) -> tuple[str, str]:
 
 
 def write_outputs(out_dir: str, state: State, report: dict[str, Any]) -> None:
-    """solution.py (best verified, else the last program), report.json and report.md."""
+    """solution.py (best verified, else the last program), report.json, report.md and its HTML twin."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    report["kernel_roofline"] = kernel_roofline(profile_report(out, report.get("candidate_id")))
     best = read_optional(state, "best", Best)
     program = best.candidate if best is not None else read_optional(state, "candidate", Candidate)
     if program is not None:
         (out / "solution.py").write_text(program.source)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(report))
+    write_html_twin(out)
+
+
+def write_html_twin(out: Path) -> None:
+    """report.html with its plots, when matplotlib (the `report` extra) is installed; never fails the run."""
+    try:
+        from evals.report.run_page import write_run_page
+    except ImportError:
+        return
+    try:
+        write_run_page(out)
+    except Exception as exc:  # noqa: BLE001 - a plotting failure must not lose the run's outputs
+        (out / "report.html.error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
 
 
 @charged

@@ -7,6 +7,7 @@ from typing import Any
 from graph.artifacts import Best
 from graph.state import State, read_optional
 from nodes.llm.call_log import summarize
+from nodes.support.run_summary import markdown_sections
 from nodes.support.worker_client import kernelbench_line
 from tools.sandbox import SandboxError, layers_line, platform_layers
 
@@ -78,6 +79,7 @@ def build_report(
         if best_test
         else None,
         "attempts": state.get("history", []),
+        "node_seconds": state.get("node_seconds", {}),
         "sandbox": _sandbox(sandbox),
         "model_calls": state.get("model_calls", []),
         "model_call_summary": summarize(state.get("model_calls", [])),
@@ -110,18 +112,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {g['id']} | {g['kind']} | {g['template']} | {'yes' if g['covered'] else 'no'} | {ops} |"
         )
-    lines += [
-        "",
-        "## Attempts",
-        "",
-        "| candidate | mode | status | ms | speedup | build s | summary |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for a in report["attempts"]:
-        lines.append(
-            f"| {a['candidate']} | {a['mode']} | {a['status']} | {_fmt(a.get('candidate_ms'))} | "
-            f"{_fmt(a.get('speedup_vs_eager'), '.2f')} | {_fmt(a.get('build_seconds'), '.1f')} | {a.get('summary', '')} |"
-        )
+    lines += markdown_sections(report)
     profiles = [
         (who, report.get(key)) for who, key in (("reference", "reference_profile"), ("candidate", "profile"))
     ]

@@ -248,6 +248,26 @@ def test_summary_numbers_by_hand(killed_then_resumed: dict) -> None:
 
 
 @pytest.mark.slow
+def test_the_eval_ends_with_its_page_and_logs_plain_progress(killed_then_resumed: dict) -> None:
+    out, again = killed_then_resumed["out"], killed_then_resumed["again"]
+    page = out / "report.html"
+    assert f"report: {page}" in again.stdout
+    text = page.read_text()
+    assert text.count('src="data:image/png;base64,') == 4
+    assert 'href="runs/level1/1_ScaleRelu/report.html"' in text  # each run's twin, drawn by finalize
+    assert (out / "runs" / "level1" / "1_ScaleRelu" / "report.html").exists()
+    # stderr is a pipe here: plain lines, no bar (2 problems were left after the resume)
+    assert "started level1/" in again.stderr and "[3/3] " in again.stderr and "in flight" in again.stderr
+    assert "\x1b[" not in again.stderr
+    record = next(
+        r for r in runner.read_results(out / "results.jsonl") if r["problem"] == "level1/1_ScaleRelu"
+    )
+    # the run's plan figures travel with the record (the scripted policy's plan counts no work)
+    plan = json.loads((out / "runs" / "level1" / "1_ScaleRelu" / "report.json").read_text())["plan"]
+    assert (record["work_flops"], record["work_bytes"]) == (plan["total_flops"], plan["total_bytes"])
+
+
+@pytest.mark.slow
 def test_stability_script_times_each_problem_twice_on_cpu(tmp_path: Path) -> None:
     suite = make_suite(tmp_path / "suite")
     solutions = tmp_path / "solutions" / "level1"

@@ -79,6 +79,17 @@ def test_ncu_records_the_candidates_kernel_with_the_core_metrics(ncu_candidate: 
     assert roofline.classify_kernel(relu)[0] == "memory-bound"
 
 
+def test_ncu_reports_the_flop_counts_of_the_kernel_roofline(ncu_candidate: ncu.NcuResult) -> None:
+    # The chip's metric list accepts the FP32 instruction counts (docs/reports.md: kernel roofline)
+    flop_fields = {"fadd_thread_inst", "fmul_thread_inst", "ffma_thread_inst"}
+    names = {ncu.FIELD_METRICS[f][0] for f in flop_fields}
+    assert ncu_candidate.status == "ok", ncu_candidate.reason
+    assert not names & set(ncu_candidate.metrics_dropped), ncu_candidate.metrics_dropped
+    assert not flop_fields & set(ncu_candidate.metrics_missing)
+    relu = next(k for k in ncu_candidate.kernels if k.base_name == "relu_f4")
+    assert relu.fp32_flops is not None and relu.fp32_flops >= 0.0  # reported (a max is no FLOP)
+
+
 def test_ncu_profiles_the_reference_kernels_too(cache_dir: Path, ncu_candidate: ncu.NcuResult) -> None:
     result = ncu.profile_kernels(PROBLEM, None, cache_dir=cache_dir, timeout_s=300)
     assert result.status == "ok" and result.target == "reference"

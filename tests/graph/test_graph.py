@@ -6,6 +6,8 @@ correctness checks and timing are real. Candidates run on the CPU (Context.devic
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from conftest import FIXTURES
 from langgraph.checkpoint.memory import InMemorySaver
@@ -82,6 +84,14 @@ def test_every_edge_fix_profile_optimize_then_finalize(scripted, tmp_path):
     assert "error" in state["history"][0]["status"]
     assert (tmp_path / "solution.py").read_text() in (CORRECT_CPP, OPTIMIZED)
     assert (tmp_path / "report.json").exists() and (tmp_path / "report.md").exists()
+    # the time split: every node's seconds, summed over its turns
+    assert set(report["node_seconds"]) >= {"planner", "coder", "verifier", "profiler"}
+    markdown = (tmp_path / "report.md").read_text()
+    assert "Best program: candidate " in markdown and "**best**" in markdown
+    assert "| 1 | write | build_error |" in markdown and "| 2 | fix | wrong_output |" in markdown
+    assert "| build |" in markdown and "| profiling |" in markdown
+    if importlib.util.find_spec("matplotlib") is not None:  # the report extra draws the HTML twin
+        assert (tmp_path / "report.html").read_text().count('src="data:image/png;base64,') == 3
 
 
 @pytest.mark.slow

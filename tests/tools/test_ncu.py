@@ -98,9 +98,35 @@ def _without_columns(text: str, prefixes: tuple[str, ...]) -> str:
     return out.getvalue()
 
 
-def test_a_full_real_export_misses_no_field() -> None:
+FLOP_FIELDS = ["fadd_thread_inst", "fmul_thread_inst", "ffma_thread_inst"]
+
+
+def test_a_full_real_export_misses_no_field_but_the_flop_counts() -> None:
+    # The captures predate the FLOP-count metrics (asked for since the kernel roofline): only those miss.
     for name in ("relu_candidate.raw.csv", "matmul_reference.raw.csv", "softmax_candidate.raw.csv"):
-        assert ncu.missing_fields(records(name)) == [], name
+        assert ncu.missing_fields(records(name)) == FLOP_FIELDS, name
+
+
+def _with_flop_columns(text: str, fadd: str, fmul: str, ffma: str) -> str:
+    """The raw page with the three FLOP-count columns appended (as the current metric set exports them)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    names = [ncu.FIELD_METRICS[f][0] for f in FLOP_FIELDS]
+    rows[0] += names
+    rows[1] += ["inst", "inst", "inst"]
+    for row in rows[2:]:
+        row += [fadd, fmul, ffma]
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+def test_flop_counts_give_fp32_flops_with_ffma_counted_twice() -> None:
+    text = _with_flop_columns((NCU / "softmax_candidate.raw.csv").read_text(), "1,000", "500", "2,000")
+    (kernel,) = ncu.parse_records(text)
+    assert kernel.fp32_flops == 1000 + 500 + 2 * 2000
+    assert kernel.to_dict()["derived"]["fp32_flops"] == 5500
+    assert ncu.missing_fields([kernel]) == []
+    assert records("softmax_candidate.raw.csv")[0].fp32_flops is None  # not reported is not zero
 
 
 def test_missing_columns_stay_none_and_are_listed() -> None:
@@ -121,6 +147,7 @@ def test_missing_columns_stay_none_and_are_listed() -> None:
         "global_store_bytes_per_sector_pct",
         "branch_uniformity_pct",
         "tensor_pipe_pct",
+        *FLOP_FIELDS,  # the capture predates them
     }
 
 
@@ -180,7 +207,13 @@ def test_query_metrics_listing_drops_names_the_chip_lacks() -> None:
     assert "dramc__cycles_elapsed" not in available and "activity" not in available
     assert "sm__pipe_tensor_cycles_active" in available  # listed on Hopper; only gmma is not
     kept, dropped = ncu.select_metrics(ncu.EXTRA_METRICS, available)
-    assert dropped == ["sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"]
+    # The excerpt was trimmed before the FLOP-count metrics were asked for, so it lacks their rows too
+    # (Nsight Compute's own roofline section reads them on Hopper; a chip that lacks them drops them here).
+    flop_metrics = [ncu.FIELD_METRICS[f][0] for f in FLOP_FIELDS]
+    assert dropped == [
+        *flop_metrics,
+        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+    ]
     assert ncu.stall_metric("long_scoreboard") in kept
     assert ncu.select_metrics(("a__b.sum",), set()) == (["a__b.sum"], [])  # no list: ask for everything
     assert ncu.select_metrics(("a__b.sum",), {"c__d"}) == (["a__b.sum"], [])  # not a chip's list either

@@ -91,6 +91,10 @@ FIELD_METRICS: dict[str, tuple[str, ...]] = {
         "smsp__average_thread_inst_executed_per_inst_executed.ratio",
         "smsp__thread_inst_executed_per_inst_executed.ratio",  # the deprecated name of the same ratio
     ),
+    # fp32 thread instructions by kind: the kernel's FLOP count for a true kernel roofline (an FFMA is 2)
+    "fadd_thread_inst": ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",),
+    "fmul_thread_inst": ("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",),
+    "ffma_thread_inst": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",),
 }
 TENSOR_PIPE_METRICS = (
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
@@ -189,6 +193,9 @@ class KernelMetrics:
     branch_uniformity_pct: float | None = None
     branch_instructions: float | None = None
     threads_per_instruction: float | None = None
+    fadd_thread_inst: float | None = None
+    fmul_thread_inst: float | None = None
+    ffma_thread_inst: float | None = None
     tensor_pipe_pct: float | None = None
     stalls: dict[str, float] = field(default_factory=dict)
 
@@ -255,6 +262,14 @@ class KernelMetrics:
         return (self.dram_bytes_read or 0.0) + (self.dram_bytes_write or 0.0)
 
     @property
+    def fp32_flops(self) -> float | None:
+        """fp32 FLOPs the kernel executed (FADD + FMUL + 2 x FFMA), None when ncu reported none of them."""
+        counts = (self.fadd_thread_inst, self.fmul_thread_inst, self.ffma_thread_inst)
+        if all(c is None for c in counts):
+            return None
+        return (counts[0] or 0.0) + (counts[1] or 0.0) + 2.0 * (counts[2] or 0.0)
+
+    @property
     def occupancy_limiter(self) -> str | None:
         """Which resource caps the blocks per SM: registers, shared_mem, warps or blocks."""
         limits = {
@@ -284,6 +299,7 @@ class KernelMetrics:
             "bank_conflict_ratio": self.bank_conflict_ratio,
             "simt_efficiency": self.simt_efficiency,
             "local_sectors": self.local_sectors,
+            "fp32_flops": self.fp32_flops,
             "occupancy_limiter": self.occupancy_limiter,
             "top_stalls": [list(s) for s in self.top_stalls()],
         }
