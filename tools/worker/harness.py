@@ -20,6 +20,7 @@ from tools.worker.correctness import StrictHooks
 from tools.worker.guards import check_guards
 from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
 from tools.worker.reporting import Outcome, exception_summary
+from tools.worker.rounds import DEFAULT_ROUNDS
 
 BUDGET_SHARE = 0.8  # of the time left that timing may use; the rest is headroom for the answer
 TIMING_INPUT_SETS = 4
@@ -68,6 +69,7 @@ class Settings:
         self.dynamic = bool(request.get("dynamic_checks", self.strict))
         self.input_sets = max(1, int(request.get("timing_input_sets", TIMING_INPUT_SETS)))
         self.time_reference = bool(request.get("time_reference", True))
+        self.timing_rounds = max(1, int(request.get("timing_rounds", DEFAULT_ROUNDS)))
         self.correctness_only = bool(request.get("correctness_only", False))  # a cross-check needs no timing
 
 
