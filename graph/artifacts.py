@@ -113,6 +113,7 @@ class Plan(Artifact):
     covered_ops: list[str] = Field(default_factory=list, description="op kinds with custom kernels")
     uncovered_ops: list[str] = Field(default_factory=list, description="op kinds left to PyTorch")
     traced: bool = Field(True, description="False when torch.fx could not trace the reference")
+    trace_seconds: float = Field(0.0, description="wall time of the fx trace (0 when it was cached)")
     notes: str = ""
 
 

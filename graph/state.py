@@ -20,6 +20,14 @@ from graph.artifacts import Artifact, Best, BuildResult, Candidate, Feedback, Pl
 RunStatus = Literal["running", "verified", "unverified", "failed"]
 
 
+def add_seconds(total: dict[str, float] | None, more: dict[str, float] | None) -> dict[str, float]:
+    """The node_seconds reducer: per-name sums."""
+    merged = dict(total or {})
+    for name, seconds in (more or {}).items():
+        merged[name] = round(merged.get(name, 0.0) + seconds, 3)
+    return merged
+
+
 class InputState(TypedDict, total=False):
     """What starts a run: a problem file's path (or its source, with a name)."""
 
@@ -77,6 +85,8 @@ class State(InputState, OutputState, total=False):
     """Relative speed gain of the latest verified candidate over the previous best."""
     spent_s: Annotated[float, operator.add]
     """Seconds spent in nodes so far, summed (the wall-time budget survives a resume)."""
+    node_seconds: Annotated[dict[str, float], add_seconds]
+    """Seconds spent in each node so far, by node name, summed over its turns."""
     history: Annotated[list[dict[str, Any]], operator.add]
     """One Attempt per coder -> verifier round, appended."""
     log: Annotated[list[str], operator.add]

@@ -11,13 +11,16 @@ F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 
 def charged(node: F) -> F:
-    """Add the node's duration to `spent_s`, which the routers compare with `Context.wall_time_s`."""
+    """Add the node's duration to `spent_s`, which the routers compare with `Context.wall_time_s`,
+    and to `node_seconds[name]` (the report's per-node time, the eval's per-problem breakdown)."""
 
     @functools.wraps(node)
     def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
         start = time.monotonic()
         update = node(*args, **kwargs)
-        update["spent_s"] = update.get("spent_s", 0.0) + (time.monotonic() - start)
+        seconds = time.monotonic() - start
+        update["spent_s"] = update.get("spent_s", 0.0) + seconds
+        update["node_seconds"] = {node.__name__: round(seconds, 3)}
         return update
 
     return wrapper  # type: ignore[return-value]

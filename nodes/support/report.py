@@ -78,6 +78,8 @@ def build_report(
         if best_test
         else None,
         "attempts": state.get("history", []),
+        "node_seconds": state.get("node_seconds", {}),
+        "trace_s": plan.get("trace_seconds"),
         "sandbox": _sandbox(sandbox),
         "model_calls": state.get("model_calls", []),
         "model_call_summary": summarize(state.get("model_calls", [])),
