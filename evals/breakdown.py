@@ -43,7 +43,7 @@ def _phase_seconds(attempts: Sequence[dict[str, Any]], prefixes: tuple[str, ...]
 def breakdown(
     report: dict[str, Any] | None, baselines: dict[str, Any] | None, total_s: float
 ) -> dict[str, float]:
-    """The per-step seconds of one problem (STEPS), rounded to 0.1 s; they add up to total_s."""
+    """The per-step seconds of one problem (STEPS), rounded to 0.01 s; they add up to total_s."""
     report = report or {}
     attempts = report.get("attempts") or []
     nodes = report.get("node_seconds") or {}
@@ -56,7 +56,7 @@ def breakdown(
     steps["profile_s"] += float(nodes.get("profiler", 0.0))
     steps["baselines_s"] = float((baselines or {}).get("wall_s") or 0.0)
     steps["other_s"] = max(0.0, total_s - sum(v for k, v in steps.items() if k != "other_s"))
-    return {k: round(v, 1) for k, v in steps.items()}
+    return {k: round(v, 2) for k, v in steps.items()}
 
 
 def breakdown_table(records: Sequence[dict[str, Any]]) -> str:

@@ -182,9 +182,11 @@ def test_records_carry_status_verdict_and_baselines(killed_then_resumed: dict) -
     assert ok["eager_agreement"] == pytest.approx(ok["baseline_eager_ms"] / ok["verifier_eager_ms"], abs=1e-4)
     assert ok["executor"] == "local" and ok["node"]
     steps = ok["breakdown"]
-    assert set(steps) == set(STEPS) and steps["build_s"] > 0 and steps["correctness_s"] > 0
-    assert steps["timing_s"] > 0 and steps["baselines_s"] > 0 and steps["plan_s"] > 0
-    assert sum(steps.values()) == pytest.approx(ok["seconds"], abs=1.0)
+    assert (
+        set(steps) == set(STEPS) and min(steps.values()) >= 0
+    )  # the scripted policy neither traces nor builds
+    assert steps["baselines_s"] > 0 and steps["profile_s"] > 0 and steps["other_s"] > 0
+    assert sum(steps.values()) == pytest.approx(ok["seconds"], abs=0.2)
     assert ok["speedup_vs_compile"] is None  # only eager was asked for
     broken = records["level1/2_ScaleReluBroken"]
     assert broken["status"] == "failed" and broken["built"] is False
