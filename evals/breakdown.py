@@ -3,8 +3,9 @@
 Why: the suite's throughput target (seconds per problem) is only actionable when each record says
 which step ate the time. Everything comes from what the run already records: the planner's trace
 time and per-node seconds (the report), the worker's phase seconds and build seconds per attempt,
-and the baseline process's wall time; what none of them covers (process start-up, the graph's own
-work, coder turns) is `other_s`.
+and the baseline process's wall time. `wait_s` is the worker's wait for the device lock and the quiet
+window (time, not work: the scaling model leaves it out); what none of them covers (process
+start-up, the graph's own work, coder turns) is `other_s`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ STEPS: tuple[str, ...] = (
     "timing_s",
     "profile_s",
     "baselines_s",
+    "wait_s",
     "other_s",
 )
 
 # worker phases (tools.worker: Progress phase names) by step
 _PHASE_PREFIXES: dict[str, tuple[str, ...]] = {
     "correctness_s": ("checking correctness",),
-    "timing_s": ("timing ", "waiting for the timing window", "drawing the timing inputs"),
+    "timing_s": ("timing ", "drawing the timing inputs"),
     "profile_s": ("profiling",),
+    "wait_s": ("waiting for",),  # the device lock and the quiet window: time, not work
 }
 
 

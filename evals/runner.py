@@ -271,6 +271,7 @@ def run_one(
     """Run the CLI on one problem, measure its baselines and return its results record."""
     run_dir = out / "runs" / problem.key
     started = time.monotonic()
+    started_at = time.time()
     cmd = [
         *cli,
         "run",
@@ -320,6 +321,7 @@ def run_one(
     add_speedups(record, measured)
     record["seconds"] = round(time.monotonic() - started, 1)
     record["breakdown"] = breakdown(report, measured, record["seconds"])
+    record["started_at"], record["finished_at"] = round(started_at, 1), round(time.time(), 1)
     record.update(where_it_ran(executor))
     return record
 

@@ -31,9 +31,10 @@ def test_steps_come_from_the_report_and_the_baselines() -> None:
         "plan_s": 1.5,
         "build_s": 5.0,
         "correctness_s": 1.5,
-        "timing_s": 2.5,
+        "timing_s": 2.0,
         "profile_s": 3.25,
         "baselines_s": 6.0,
+        "wait_s": 0.5,
         "other_s": pytest.approx(30.0 - 20.25),
     }
 
