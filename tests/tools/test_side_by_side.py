@@ -112,3 +112,24 @@ def test_baselines_time_each_compile_mode_beside_eager(tmp_path: Path) -> None:
         compiled["eager_side_by_side_ms"] > 0 and compiled["ratio_vs_eager"]["rounds"] == compiled["rounds"]
     )
     assert compiled["compile_s"] > 0 and "cv" in compiled
+
+
+def test_a_moved_window_and_a_shared_baseline_cache_work_inside_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    window, shared = tmp_path / "machine-window", tmp_path / "shared" / "kind-h200.json"
+    monkeypatch.setenv(timing_window.WINDOW_ENV, str(window))
+    monkeypatch.setenv("STITCHCUDA_BASELINE_CACHE", str(shared))
+    response = evaluate(affine_request(worker_candidate("torch_ok.py"), tmp_path / "cache"), timeout_s=300)
+    assert response["status"] == "passed", response["message"]
+    assert (window / timing_window.WINDOW_FILE).exists()
+    source = (REPO / "tests" / "candidates" / "worker" / "affine_problem.py").read_text()
+    first = baselines.measure_baselines(
+        source, "affine", modes=("eager",), device="cpu", perf_trials=4, cache_dir=tmp_path / "cache"
+    )
+    assert first["status"] == "passed", first["message"]
+    assert shared.exists() and first["baselines"]["eager"]["cached"] is False
+    again = baselines.measure_baselines(  # another build cache, same kind of machine: the shared file answers
+        source, "affine", modes=("eager",), device="cpu", perf_trials=4, cache_dir=tmp_path / "other-cache"
+    )
+    assert again["baselines"]["eager"]["cached"] is True

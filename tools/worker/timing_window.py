@@ -48,6 +48,13 @@ def window_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
     return default_cache_dir()
 
 
+def sandbox_paths() -> list[str]:
+    """Folders a sandboxed child must be able to write for the window: $STITCHCUDA_TIMING_WINDOW when
+    it points outside the build cache (which sandboxes already allow)."""
+    env = os.environ.get(WINDOW_ENV, "").strip()
+    return [str(Path(env).expanduser())] if env and env.lower() != "off" else []
+
+
 def _held() -> str | None:
     return getattr(_state, "mode", None)
 
