@@ -406,7 +406,7 @@ def measure_baselines(
     }
     settings = SandboxSettings.resolve(sandbox, device=device, timeout_s=timeout_s)
     with tempfile.TemporaryDirectory(prefix="stitch-baselines-") as tmp:
-        writable = [str(cache_path(request["cache_dir"]).parent), *timing_window.sandbox_paths()]
+        writable = [str(cache_path(str(request["cache_dir"])).parent), *timing_window.sandbox_paths()]
         with Sandbox(tmp, settings, caches=[str(request["cache_dir"])], writable=writable) as box:
             answer = _measure_in(Path(tmp), request, timeout_s, python, box)
         return box.annotate(answer)
