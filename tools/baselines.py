@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import os
 import subprocess
 import sys
@@ -61,13 +60,12 @@ from tools.protocol import json_safe
 from tools.sandbox import Sandbox, SandboxSettings
 from tools.worker import gpu_lock, timing_window
 from tools.worker.compare import PRECISIONS
+from tools.worker.compiled import COMPILE_MODES, compile_mode
 from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
 from tools.worker.loading import ProblemError, exec_problem_source
 from tools.worker.rounds import Contestant, time_in_rounds
 
-MODES: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
-COMPILE_MODES: tuple[str, ...] = MODES[1:]
-COMPILE_WARMUP = 3  # untimed calls that absorb compilation, autotuning and CUDA-graph recording
+MODES: tuple[str, ...] = ("eager", *COMPILE_MODES)
 DEFAULT_TIMEOUT_S = 1800.0
 BUDGET_SHARE = 0.8  # of the time left that one mode's timed loop may use
 
@@ -106,48 +104,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _max_abs_diff(ref: Any, new: Any) -> float | None:
-    if isinstance(ref, torch.Tensor) and isinstance(new, torch.Tensor):
-        if ref.shape != new.shape:
-            return math.inf
-        if ref.numel() == 0:
-            return 0.0
-        return float((ref.double() - new.double()).abs().max().item())
-    if isinstance(ref, list | tuple) and isinstance(new, list | tuple) and len(ref) == len(new):
-        diffs = [_max_abs_diff(a, b) for a, b in zip(ref, new, strict=True)]
-        known = [d for d in diffs if d is not None]
-        return max(known) if known else None
-    return None
-
-
 def _release(device: torch.device) -> None:
     torch._dynamo.reset()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def compile_mode(
-    mode: str, model: torch.nn.Module, inputs: list[Any], device: torch.device, reference_output: Any
-) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """torch.compile `model` in `mode` and run the untimed calls that absorb compilation.
-
-    Runs inside the shared timing window (CPU work: it waits for any timing on this machine, and
-    no timing starts while it compiles). Returns the compiled function and its entry so far.
-    """
-    torch._dynamo.reset()
-    fn = torch.compile(model, mode=mode)
-    entry: dict[str, Any] = {"mode": mode}
-    started = time.perf_counter()
-    with torch.no_grad():  # the grad mode of the timed calls: they hit this graph, no recompiling
-        output = None
-        for _ in range(COMPILE_WARMUP):
-            output = fn(*clone_inputs(inputs))
-        _sync(device)
-    entry["compile_s"] = round(time.perf_counter() - started, 3)
-    if reference_output is not None:
-        entry["max_abs_diff_vs_eager"] = _max_abs_diff(reference_output, output)
-    return fn, entry
 
 
 def time_side_by_side(
@@ -286,9 +247,10 @@ def _run(
         try:
             contestants: dict[str, Callable[..., Any]] = {"eager": model}
             entry: dict[str, Any] = {"mode": mode}
-            if mode != "eager":
-                with timing_window.busy(request.get("cache_dir")):  # compiling is CPU work
-                    contestants[mode], entry = compile_mode(mode, model, inputs, device, reference_output)
+            if mode != "eager":  # compiling is CPU work: in the shared window
+                contestants[mode], entry = compile_mode(
+                    mode, model, inputs, device, reference_output, request.get("cache_dir")
+                )
                 budget = max(1.0, budget - entry["compile_s"])
             with gpu_lock.exclusive(lock):
                 info = time_side_by_side(contestants, inputs, device, request, budget)

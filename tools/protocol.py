@@ -48,9 +48,8 @@ class EvalRequest(TypedDict, total=False):
     perf_trials: int  # default 100
     warmup: int  # default 3
     time_reference: bool  # also time the eager reference in the same run (default True)
-    timing_rounds: (
-        int  # candidate and eager interleaved in this many rounds (default 10, tools.worker.rounds)
-    )
+    timing_rounds: int  # contestants interleaved in this many rounds (default 10, tools.worker.rounds)
+    compile_modes: list[str]  # torch.compile modes of the reference, timed in the same rounds
     correctness_only: bool  # stop after the correctness trials (the KernelBench cross-check), default False
     profile_reference: bool  # action=profile: profile the reference too (default False)
     cache_dir: str  # build cache root (default: tools.build.default_cache_dir())
@@ -132,6 +131,7 @@ class TimingInfo(TypedDict, total=False):
     rounds: int
     ratios: dict[str, RatioStats]  # "eager": eager / candidate per round (the side-by-side speedup)
     window_wait_s: float  # waited for the machine-wide quiet window (tools.worker.timing_window)
+    compile_ms: dict[str, float]  # the request's compile modes: {mode: mean ms}; stats under each mode
 
 
 class KernelRecord(TypedDict):

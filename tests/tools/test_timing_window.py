@@ -106,8 +106,10 @@ def test_a_waiting_timing_is_not_starved_by_new_builds(tmp_path: Path) -> None:
     assert events.index("timing:end") < events.index("newcomer:start")
 
 
-def _window_is_held(folder: Path) -> bool:
-    """From another process: can the window be taken exclusively right now?"""
+def _window_is_held(cache: Path) -> bool:
+    """From another process: can the window of this cache (or moved folder) not be taken right now?"""
+    folder = timing_window.window_dir(cache)
+    assert folder is not None
     probe = (
         "import fcntl, os, sys\n"
         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
@@ -147,11 +149,11 @@ def test_the_window_can_be_turned_off_or_moved(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv(timing_window.WINDOW_ENV, "off")
     assert timing_window.window_dir(tmp_path) is None
     with timing_window.quiet(tmp_path):
-        assert not (tmp_path / timing_window.WINDOW_FILE).exists()
+        assert not (tmp_path / "locks").exists()
     shared = tmp_path / "machine"
     monkeypatch.setenv(timing_window.WINDOW_ENV, str(shared))
     with timing_window.quiet(tmp_path / "cache"):
-        assert _window_is_held(shared)
+        assert (shared / timing_window.WINDOW_FILE).exists() and _window_is_held(tmp_path / "cache")
 
 
 def test_a_killed_holder_leaves_the_window_open(tmp_path: Path) -> None:
@@ -160,7 +162,9 @@ def test_a_killed_holder_leaves_the_window_open(tmp_path: Path) -> None:
     _wait_for(log, "holder:start")
     holder.kill()
     holder.wait(timeout=30)
-    fd = os.open(tmp_path / timing_window.WINDOW_FILE, os.O_RDWR)
+    folder = timing_window.window_dir(tmp_path)
+    assert folder is not None and folder == tmp_path / "locks"
+    fd = os.open(folder / timing_window.WINDOW_FILE, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the dead holder still had it
     finally:

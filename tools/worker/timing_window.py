@@ -12,7 +12,7 @@ new shared lock while an exclusive one waits; so both sides pass a gate first (a
 a timing holds the gate while it waits for the window, and new builds queue at the gate behind it.
 
 The lock files live in `$STITCHCUDA_TIMING_WINDOW` (a folder; `off` disables the window), else
-in the build cache folder, which every worker, baseline process and graph run of a machine share.
+in the build cache's `locks/` folder, which every worker, baseline process and graph run of a machine share.
 The kernel drops an flock when its holder dies, so a killed process never leaves the window shut.
 Standard library only: the worker island imports it.
 """
@@ -30,6 +30,7 @@ from pathlib import Path
 WINDOW_ENV = "STITCHCUDA_TIMING_WINDOW"
 WINDOW_FILE = "timing-window.lock"
 GATE_FILE = "timing-window.gate"
+LOCK_FOLDER = "locks"  # inside the build cache, beside the per-build locks (tools.build.cache)
 
 _state = threading.local()  # per thread: "quiet" or "busy" while held, and the nesting depth
 
@@ -41,11 +42,11 @@ def window_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
         return None
     if env:
         return Path(env).expanduser()
-    if cache_dir:
-        return Path(cache_dir)
-    from tools.build.cache import default_cache_dir  # lazily: tools.build imports this module
+    if not cache_dir:
+        from tools.build.cache import default_cache_dir  # lazily: tools.build imports this module
 
-    return default_cache_dir()
+        cache_dir = default_cache_dir()
+    return Path(cache_dir) / LOCK_FOLDER
 
 
 def sandbox_paths() -> list[str]:

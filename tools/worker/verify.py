@@ -18,6 +18,7 @@ import torch
 
 from tools.protocol import EvalRequest, EvalResponse, Finding, finding
 from tools.worker import dynamic_checks, timing_window
+from tools.worker.compiled import compile_mode
 from tools.worker.correctness import ForwardError, check_correctness
 from tools.worker.guards import check_guards
 from tools.worker.harness import (
@@ -131,7 +132,9 @@ def verify(
     if settings.strict:
         info = _time_strict(settings, request, progress, problem, models, device, deadline, harness)
     else:
-        info = _time_kernelbench(settings, request, progress, problem, models, device, deadline)
+        info = _time_kernelbench(
+            settings, request, progress, problem, models, device, deadline, harness.notes
+        )
     findings.extend(timing_findings(info))
     if settings.dynamic and device.type == "cuda":
         _profile_checks(response, progress, models, device, harness, findings, info.get("_sets"))
@@ -206,6 +209,35 @@ def _contestants(
     return timed
 
 
+def _compiled_contestants(
+    settings: Settings,
+    request: EvalRequest,
+    progress: Progress,
+    reference: torch.nn.Module,
+    inputs: list[Any],
+    device: torch.device,
+    notes: list[Finding],
+) -> tuple[list[Contestant], dict[str, Any]]:
+    """The requested torch.compile modes of the reference, compiled in the shared window; a mode
+    that fails to compile is left out with a note (the candidate's verdict does not depend on it)."""
+    timed: list[Contestant] = []
+    entries: dict[str, Any] = {}
+    for index, mode in enumerate(settings.compile_modes):
+        progress(f"compiling the reference ({mode})")
+        try:  # no reset after the first: the modes compiled before must stay compiled
+            fn, entry = compile_mode(
+                mode, reference, inputs, device, None, request.get("cache_dir"), reset=index == 0
+            )
+        except Exception as exc:
+            notes.append(
+                finding("compile_mode_failed", "info", f"torch.compile {mode}: {exception_summary(exc)}")
+            )
+            continue
+        timed.append(Contestant(mode, fn))
+        entries[mode] = entry
+    return timed, entries
+
+
 def _time_kernelbench(
     settings: Settings,
     request: EvalRequest,
@@ -214,16 +246,27 @@ def _time_kernelbench(
     models: tuple[torch.nn.Module, torch.nn.Module],
     device: torch.device,
     deadline: float,
+    notes: list[Finding],
 ) -> dict[str, Any]:
-    """KernelBench's timing: one CPU draw under the seed, same tensors every call, grad mode on."""
+    """KernelBench's timing: one CPU draw under the seed, same tensors every call, grad mode on
+    (the compile modes, as baselines, under no_grad)."""
     reference, candidate = models
     set_seed(settings.seed)
     inputs = prepare_inputs(problem.get_inputs(), device, settings.dtype)
-    info = _side_by_side(
-        settings, request, progress, _contestants(settings, candidate, reference), [inputs], device, deadline
-    )
+    timed = _contestants(settings, candidate, reference)
+    compiled, entries = _compiled_contestants(settings, request, progress, reference, inputs, device, notes)
+    info = _side_by_side(settings, request, progress, timed + compiled, [inputs], device, deadline)
+    _add_compile_entries(info, entries)
     info["_sets"] = [inputs]
     return info
+
+
+def _add_compile_entries(info: dict[str, Any], entries: dict[str, Any]) -> None:
+    """compile_s (and the mode name) into each compile mode's stats; {mode: ms} under compile_ms."""
+    for mode, entry in entries.items():
+        info[mode].update(entry)
+    if entries:
+        info["compile_ms"] = {mode: info[mode]["mean_ms"] for mode in entries}
 
 
 def _time_strict(
@@ -254,7 +297,12 @@ def _time_strict(
     timed = _contestants(
         settings, harness.watched(candidate), reference, check, lambda: harness.after_call("ModelNew")
     )
+    compiled, entries = _compiled_contestants(
+        settings, request, progress, reference, sets[0], device, harness.notes
+    )
+    timed += compiled
     info = _side_by_side(settings, request, progress, timed, sets, device, deadline, harness.before_flush)
+    _add_compile_entries(info, entries)
     del outputs
     info["_sets"] = sets
     return info
