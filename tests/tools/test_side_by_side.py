@@ -133,3 +133,18 @@ def test_a_moved_window_and_a_shared_baseline_cache_work_inside_the_sandbox(
         source, "affine", modes=("eager",), device="cpu", perf_trials=4, cache_dir=tmp_path / "other-cache"
     )
     assert again["baselines"]["eager"]["cached"] is True
+
+
+@pytest.mark.slow
+def test_worker_times_requested_compile_modes_in_the_same_rounds(tmp_path: Path) -> None:
+    request = affine_request(
+        worker_candidate("torch_ok.py"), tmp_path, perf_trials=6, timing_rounds=3, compile_modes=["default"]
+    )
+    response = evaluate(request, timeout_s=600)
+    assert response["status"] == "passed", response["message"]
+    info = response["timing"]
+    assert info["order"] == ["candidate", "eager", "default"] * 3
+    assert info["compile_ms"]["default"] == info["default"]["mean_ms"] > 0
+    assert info["default"]["compile_s"] > 0 and info["ratios"]["default"]["rounds"] == 3
+    bad = evaluate(affine_request(worker_candidate("torch_ok.py"), tmp_path, compile_modes=["fastest"]))
+    assert bad["status"] == "runtime_error" and "unknown compile mode" in bad["message"]
