@@ -169,6 +169,9 @@ class TestResult(Artifact):
     candidate_ms: float | None = None
     eager_ms: float | None = None
     speedup_vs_eager: float | None = None
+    compile_ms: dict[str, float] = Field(
+        default_factory=dict, description="torch.compile modes timed in the same rounds: {mode: mean ms}"
+    )
     seconds: float = Field(0.0, description="wall time of the whole worker run")
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     findings: list[dict[str, str]] = Field(

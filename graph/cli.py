@@ -53,6 +53,11 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=defaults.device, choices=["cuda", "cpu"], help=argparse.SUPPRESS)
     p.add_argument("--perf-trials", type=int, default=defaults.perf_trials, help="timed calls per program")
     p.add_argument(
+        "--compile-modes",
+        default=defaults.compile_modes,
+        help="torch.compile modes timed beside candidate and eager in the verifier (comma list; default none)",
+    )
+    p.add_argument(
         "--harness",
         default=defaults.tolerance_mode,
         choices=["strict", "kernelbench"],
@@ -484,6 +489,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gpu_arch=args.arch,
         device=args.device,
         perf_trials=args.perf_trials,
+        compile_modes=args.compile_modes,
         tolerance_mode=args.harness,
         kernelbench_check=args.kernelbench_check,
         out_dir=str(out),

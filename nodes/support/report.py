@@ -57,6 +57,7 @@ def build_report(
         "speedup_vs_eager": best_test.get("speedup_vs_eager"),
         "eager_ms": best_test.get("eager_ms"),
         "candidate_ms": best_test.get("candidate_ms"),
+        "compile_ms": best_test.get("compile_ms") or {},
         "iterations": state.get("iteration", 0),
         "build_s": best_build.get("seconds"),
         "candidate_id": shown.get("id"),

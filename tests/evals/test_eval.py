@@ -77,6 +77,13 @@ def test_speedups_are_side_by_side_ratios_where_there_are_some() -> None:
         "speedup_vs_eager"
     ] == pytest.approx(3.0)
     assert untimed_eager["speedup_vs_compile"] == pytest.approx(2.0)
+    same_rounds = {
+        "candidate_ms": 2.0,
+        "verifier_speedup_vs_eager": 2.5,
+        "verifier_compile_ms": {"default": 3.0},
+    }
+    runner.add_speedups(same_rounds, measured)  # compile timed in the candidate's own rounds wins
+    assert same_rounds["speedup_vs_compile"] == pytest.approx(1.5) and same_rounds["best_compile_ms"] == 3.0
     plain = {"candidate_ms": 1.0, "verifier_speedup_vs_eager": 2.5}
     runner.add_speedups(plain, None)
     assert plain["speedup_vs_eager"] == 2.5 and plain["speedup_source"] == "side_by_side"
