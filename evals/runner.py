@@ -28,9 +28,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from evals.breakdown import breakdown, breakdown_table
 from evals.metrics import summarize, summary_table
+
+if TYPE_CHECKING:
+    from evals.ray_executor import RayOptions
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CLI = (sys.executable, "-m", "graph.cli")
@@ -203,6 +207,7 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     record["built"] = any(a.get("status") not in ("build_error", None) for a in attempts)
     record["verifier_eager_ms"] = report.get("eager_ms")
     record["verifier_speedup_vs_eager"] = report.get("speedup_vs_eager")
+    record["verifier_compile_ms"] = report.get("compile_ms") or {}
     record["verdict"], record["verdict_source"] = hack_verdict(report, run_dir / "solution.py")
     record["operator_coverage"] = (report.get("hack_check") or {}).get("operator_coverage")
     plan = report.get("plan") or {}  # one forward's work: the eval report's roofline reads it
@@ -211,28 +216,55 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
 
 def add_speedups(record: dict[str, Any], baselines: dict[str, Any] | None) -> None:
-    """speedup_vs_eager / _vs_compile against the measured baselines (the verifier's eager otherwise)."""
+    """speedup_vs_eager / _vs_compile, each a ratio of times taken side by side where possible.
+
+    vs eager: the verifier's own ratio (candidate and eager interleaved in one quiet window), else
+    the candidate against the baseline step's eager. vs compile: the verifier's ratio times the
+    baseline step's eager/compile ratio of the best mode (also taken side by side), else the
+    candidate against the best compile time. `eager_agreement` is the baseline step's eager time
+    over the verifier's: two measurements of one thing, which a quiet machine keeps near 1.
+    """
     from tools.baselines import speedups
 
     record["speedup_vs_eager"] = None
     record["speedup_vs_compile"] = None
     record["speedup_source"] = None
+    side_by_side = record.get("verifier_speedup_vs_eager")
     if baselines is not None:
+        entries = baselines.get("baselines") or {}
         record["baseline_status"] = baselines.get("status")
-        record["baselines"] = {
-            mode: entry.get("mean_ms") for mode, entry in (baselines.get("baselines") or {}).items()
-        }
+        record["baselines"] = {mode: entry.get("mean_ms") for mode, entry in entries.items()}
         record["baseline_errors"] = {
-            mode: entry["error"]
-            for mode, entry in (baselines.get("baselines") or {}).items()
-            if "error" in entry
+            mode: entry["error"] for mode, entry in entries.items() if "error" in entry
         }
         record.update(speedups(record.get("candidate_ms"), baselines))
         if record["speedup_vs_eager"] is not None:
             record["speedup_source"] = "baselines"
-    if record["speedup_vs_eager"] is None and record.get("verifier_speedup_vs_eager"):
-        record["speedup_vs_eager"] = record["verifier_speedup_vs_eager"]
-        record["speedup_source"] = "verifier"
+        eager, verifier_eager = record.get("baseline_eager_ms"), record.get("verifier_eager_ms")
+        if eager and verifier_eager:
+            record["eager_agreement"] = round(eager / verifier_eager, 4)
+        best = entries.get(record.get("best_compile_mode") or "") or {}
+        if side_by_side and best.get("eager_side_by_side_ms") and best.get("mean_ms"):
+            record["speedup_vs_compile"] = side_by_side * best["mean_ms"] / best["eager_side_by_side_ms"]
+    if side_by_side:
+        record["speedup_vs_eager"] = side_by_side
+        record["speedup_source"] = "side_by_side"
+    same_rounds = record.get("verifier_compile_ms") or {}
+    if same_rounds and record.get("candidate_ms"):  # compile modes timed in the candidate's own rounds
+        mode, ms = min(same_rounds.items(), key=lambda item: item[1])
+        record["best_compile_mode"], record["best_compile_ms"] = mode, ms
+        record["speedup_vs_compile"] = ms / record["candidate_ms"]
+
+
+def where_it_ran(executor: str) -> dict[str, Any]:
+    """executor ("local" or "ray"), the node's host name and the GPU(s) this process may use."""
+    import socket
+
+    return {
+        "executor": executor,
+        "node": socket.gethostname(),
+        "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "") or None,
+    }
 
 
 def run_one(
@@ -242,10 +274,12 @@ def run_one(
     timeout_s: float,
     baseline: BaselineConfig | None = None,
     cli: Sequence[str] = DEFAULT_CLI,
+    executor: str = "local",
 ) -> dict[str, Any]:
     """Run the CLI on one problem, measure its baselines and return its results record."""
     run_dir = out / "runs" / problem.key
     started = time.monotonic()
+    started_at = time.time()
     cmd = [
         *cli,
         "run",
@@ -294,6 +328,9 @@ def run_one(
         )
     add_speedups(record, measured)
     record["seconds"] = round(time.monotonic() - started, 1)
+    record["breakdown"] = breakdown(report, measured, record["seconds"])
+    record["started_at"], record["finished_at"] = round(started_at, 1), round(time.time(), 1)
+    record.update(where_it_ran(executor))
     return record
 
 
@@ -312,8 +349,12 @@ def run_suite(
     baseline: BaselineConfig | None = None,
     cli: Sequence[str] = DEFAULT_CLI,
     on_start: Callable[[SuiteProblem], None] | None = None,
+    ray: RayOptions | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every problem not yet in OUT/results.jsonl; returns the records of `problems` (old and new)."""
+    """Run every problem not yet in OUT/results.jsonl; returns the records of `problems` (old and new).
+
+    ray: run each problem as a Ray task (evals.ray_executor) instead of `jobs` local threads.
+    """
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     records = read_results(results_path)
@@ -321,18 +362,26 @@ def run_suite(
     todo = [p for p in problems if p.key not in done]
     lock = threading.Lock()
 
-    def work(problem: SuiteProblem) -> None:
-        if on_start:
-            on_start(problem)
-        record = run_one(problem, out, run_args, timeout_s, baseline, cli)
+    def keep(record: dict[str, Any]) -> None:
         with lock:
             append_record(results_path, record)
             records.append(record)
             if on_done:
                 on_done(record)
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(work, todo))
+    def run_local(problem: SuiteProblem) -> dict[str, Any]:
+        if on_start:
+            on_start(problem)
+        return run_one(problem, out, run_args, timeout_s, baseline, cli)
+
+    if ray is not None:
+        from evals.ray_executor import run_on_ray
+
+        for record in run_on_ray(todo, out, run_args, timeout_s, baseline, cli, ray):
+            keep(record)
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            list(pool.map(lambda problem: keep(run_local(problem)), todo))
     keys = {p.key for p in problems}
     return [r for r in records if r["problem"] in keys]
 
@@ -383,5 +432,6 @@ def write_summary(
     summary["recorded"] = len(records)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     text = "# StitchCUDA eval\n\n## Summary\n\n" + summary_table(summary) + "\n\n## Problems\n\n"
-    (out / "table.md").write_text(text + results_table(records))
+    text += results_table(records) + "\n## Where the time goes (seconds)\n\n" + breakdown_table(records)
+    (out / "table.md").write_text(text)
     return summary

@@ -113,6 +113,7 @@ class Plan(Artifact):
     covered_ops: list[str] = Field(default_factory=list, description="op kinds with custom kernels")
     uncovered_ops: list[str] = Field(default_factory=list, description="op kinds left to PyTorch")
     traced: bool = Field(True, description="False when torch.fx could not trace the reference")
+    trace_seconds: float = Field(0.0, description="wall time of the fx trace (0 when it was cached)")
     notes: str = ""
 
 
@@ -168,6 +169,9 @@ class TestResult(Artifact):
     candidate_ms: float | None = None
     eager_ms: float | None = None
     speedup_vs_eager: float | None = None
+    compile_ms: dict[str, float] = Field(
+        default_factory=dict, description="torch.compile modes timed in the same rounds: {mode: mean ms}"
+    )
     seconds: float = Field(0.0, description="wall time of the whole worker run")
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     findings: list[dict[str, str]] = Field(

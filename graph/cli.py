@@ -55,6 +55,11 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=defaults.device, choices=["cuda", "cpu"], help=argparse.SUPPRESS)
     p.add_argument("--perf-trials", type=int, default=defaults.perf_trials, help="timed calls per program")
     p.add_argument(
+        "--compile-modes",
+        default=defaults.compile_modes,
+        help="torch.compile modes timed beside candidate and eager in the verifier (comma list; default none)",
+    )
+    p.add_argument(
         "--harness",
         default=defaults.tolerance_mode,
         choices=["strict", "kernelbench"],
@@ -158,10 +163,40 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
         help="comma list of eager and torch.compile modes to time",
     )
     p.add_argument("--baseline-timeout", type=float, default=1800.0, help="seconds per problem's baselines")
+    _add_executor_flags(p)
     _add_sandbox_flag(p, None)
     # A JSON list that replaces `python -m graph.cli` for each problem's run (the tests' scripted policy).
     p.add_argument("--run-command", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_eval, run_args=[])
+
+
+def _add_executor_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local: --jobs threads on this machine; ray: each problem a Ray task needing one GPU",
+    )
+    p.add_argument(
+        "--ray-address", default=None, help="the Ray cluster to join (e.g. auto); default: start a local one"
+    )
+    p.add_argument(
+        "--ray-gpus", type=int, default=None, help="GPUs a local Ray instance declares (default: detected)"
+    )
+    p.add_argument(
+        "--ray-gpus-per-task", type=float, default=1.0, help="GPUs each problem's task needs (default 1)"
+    )
+
+
+def _ray_options(args: argparse.Namespace) -> Any:
+    """RayOptions for --executor ray, else None (the local executor)."""
+    if args.executor != "ray":
+        return None
+    from evals.ray_executor import RayOptions
+
+    if args.ray_gpus_per_task <= 0:
+        raise ValueError("--ray-gpus-per-task must be positive")
+    return RayOptions(address=args.ray_address, num_gpus=args.ray_gpus, gpus_per_task=args.ray_gpus_per_task)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -208,6 +243,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         baseline = baseline_config(args.baselines, args.baseline_modes, args.baseline_timeout, run_args)
         cli = tuple(json.loads(args.run_command)) if args.run_command else DEFAULT_CLI
+        ray = _ray_options(args)
     except ValueError as exc:
         print(f"stitchcuda: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -240,6 +276,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             baseline=baseline,
             cli=cli,
             on_start=lambda problem: progress.started(problem.key),
+            ray=ray,
         )
     summary = write_summary(out, records, problems)
     print(results_table(records))
@@ -495,6 +532,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gpu_arch=args.arch,
         device=args.device,
         perf_trials=args.perf_trials,
+        compile_modes=args.compile_modes,
         tolerance_mode=args.harness,
         kernelbench_check=args.kernelbench_check,
         out_dir=str(out),

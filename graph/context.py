@@ -76,6 +76,14 @@ class Context:
     perf_trials: int = field(
         default=100, metadata={"description": "Timed calls per program (mean reported, cold L2)."}
     )
+    compile_modes: str = field(
+        default="",
+        metadata={
+            "description": "Comma list of torch.compile modes (default, max-autotune-no-cudagraphs, "
+            "reduce-overhead) the verifier times beside the candidate and eager, in the same interleaved "
+            "rounds (docs/timing.md); empty: none (the eval's baseline step times them once per problem)."
+        },
+    )
     inputs_on_device: bool = field(
         default=True,
         metadata={

@@ -20,6 +20,14 @@ from graph.artifacts import Artifact, Best, BuildResult, Candidate, Feedback, Pl
 RunStatus = Literal["running", "verified", "unverified", "failed"]
 
 
+def add_seconds(total: dict[str, float] | None, more: dict[str, float] | None) -> dict[str, float]:
+    """The node_seconds reducer: per-name sums."""
+    merged = dict(total or {})
+    for name, seconds in (more or {}).items():
+        merged[name] = round(merged.get(name, 0.0) + seconds, 3)
+    return merged
+
+
 class InputState(TypedDict, total=False):
     """What starts a run: a problem file's path (or its source, with a name)."""
 
@@ -42,14 +50,6 @@ class OutputState(TypedDict, total=False):
     """The best verified program (Best: its Candidate, TestResult and BuildResult), or None."""
     report: dict[str, Any]
     """The final report (also written to report.json when the context names an out_dir)."""
-
-
-def add_seconds(left: dict[str, float] | None, right: dict[str, float] | None) -> dict[str, float]:
-    """Merge two {node: seconds} maps by summing: each node's update carries only its own turn."""
-    merged = dict(left or {})
-    for name, seconds in (right or {}).items():
-        merged[name] = merged.get(name, 0.0) + seconds
-    return merged
 
 
 class State(InputState, OutputState, total=False):
@@ -86,7 +86,7 @@ class State(InputState, OutputState, total=False):
     spent_s: Annotated[float, operator.add]
     """Seconds spent in nodes so far, summed (the wall-time budget survives a resume)."""
     node_seconds: Annotated[dict[str, float], add_seconds]
-    """Wall seconds per node name, summed (the report's time split: where the run's time went)."""
+    """Wall seconds per node name, summed over its turns (the report's time split, the eval's breakdown)."""
     history: Annotated[list[dict[str, Any]], operator.add]
     """One Attempt per coder -> verifier round, appended."""
     log: Annotated[list[str], operator.add]

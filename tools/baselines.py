@@ -9,54 +9,63 @@ input clones per call), so this module times eager and the three torch.compile m
 (default, max-autotune-no-cudagraphs, reduce-overhead) the way the worker times a candidate.
 The timing method is the worker's for the request's harness mode (KernelBench's CUDA-event method or
 the strict one), under `no_grad` as KernelBench times its own baselines (`measure_ref_program_time`),
-so torch.compile builds inference graphs. Compilation is kept out of the numbers: each compile mode
-first runs COMPILE_WARMUP untimed calls (compiling, autotuning, recording CUDA graphs), then the usual
-warm-ups and timed calls, with `torch._dynamo.reset()` between modes so no mode reuses another's graphs. Like the worker it runs
-in its own process (`measure_baselines` starts it, with a time limit, and kills its process group
-when the limit runs out) inside the sandbox (tools.sandbox, as the candidate: the reference is code
-the user downloaded), holds the device lock only while measuring, and speaks JSON.
+so torch.compile builds inference graphs. Compilation is kept out of the numbers and out of the
+quiet window: each compile mode first runs COMPILE_WARMUP untimed calls (compiling, autotuning,
+recording CUDA graphs) inside the shared timing window (tools.worker.timing_window: CPU work, it
+overlaps other problems' GPU work but no timing), with `torch._dynamo.reset()` before each mode so no
+mode reuses another's graphs. Then the mode and eager are timed side by side, interleaved in rounds
+(tools.worker.rounds) inside the quiet window, so each mode's ratio to eager is a same-moment ratio
+(`ratio_vs_eager`, `eager_side_by_side_ms`). Like the worker it runs in its own process
+(`measure_baselines` starts it, with a time limit, and kills its process group when the limit runs
+out) inside the sandbox (tools.sandbox, as the candidate: the reference is code the user
+downloaded), holds the device lock only while timing, and speaks JSON.
 
-Results are cached in `<build cache>/baselines.json`, keyed by (device name, torch version,
-sha256 of the problem source, mode, timing method); the timing method names the timing code's
-own hash, the warm-up and trial counts, the precision, the seed and where inputs are drawn, so a
-change to any of them measures again. Each mode is written to the cache as soon as it is measured:
-a run killed by its time limit keeps what it finished. Standard library and torch only.
+Results are cached (tools.baseline_cache: keyed by GPU, torch, problem hash, mode and timing
+method). Each mode is written to the cache as soon as it is measured: a run killed by its time
+limit keeps what it finished. Standard library and torch only.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import gc
-import hashlib
 import json
-import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from tools.baseline_cache import (  # re-exported: callers know them as tools.baselines.*
+    CACHE_FILE,
+    cache_key,
+    cache_path,
+    harness_mode,
+    inputs_on_device,
+    problem_hash,
+    read_cache,
+    store,
+    timing_method,
+    timing_rounds,
+)
 from tools.build import default_cache_dir
 from tools.process import read_json, wait_then_kill_group, write_atomic
 from tools.protocol import json_safe
 from tools.sandbox import Sandbox, SandboxSettings
-from tools.worker import gpu_lock, timing
+from tools.worker import gpu_lock, timing_window
 from tools.worker.compare import PRECISIONS
+from tools.worker.compiled import COMPILE_MODES, compile_mode
 from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
 from tools.worker.loading import ProblemError, exec_problem_source
+from tools.worker.rounds import Contestant, time_in_rounds
 
-MODES: tuple[str, ...] = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")
-COMPILE_MODES: tuple[str, ...] = MODES[1:]
-CACHE_FILE = "baselines.json"
-COMPILE_WARMUP = 3  # untimed calls that absorb compilation, autotuning and CUDA-graph recording
+MODES: tuple[str, ...] = ("eager", *COMPILE_MODES)
 DEFAULT_TIMEOUT_S = 1800.0
 BUDGET_SHARE = 0.8  # of the time left that one mode's timed loop may use
 
@@ -68,73 +77,6 @@ class BaselineError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-# ----------------------------------------------------------------------------------------------
-# Keys and the cache
-# ----------------------------------------------------------------------------------------------
-
-
-def problem_hash(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()
-
-
-def harness_mode(request: dict[str, Any]) -> str:
-    """The worker's harness mode: 'kernelbench' (its default) or 'strict'; it picks the timing method."""
-    return request.get("mode") or "kernelbench"
-
-
-def inputs_on_device(request: dict[str, Any]) -> bool:
-    """As the worker: KernelBench mode always draws inputs on the CPU; strict mode may draw on the GPU."""
-    return harness_mode(request) == "strict" and bool(request.get("inputs_on_device", False))
-
-
-def timing_method(request: dict[str, Any]) -> str:
-    """Everything about how a time was taken, as one string (part of the cache key)."""
-    code = hashlib.sha256(Path(timing.__file__).read_bytes()).hexdigest()[:12]
-    return (
-        f"{harness_mode(request)}@{code}:warmup={int(request.get('warmup', 3))}"
-        f":trials={int(request.get('perf_trials', 100))}:precision={request.get('precision', 'fp32')}"
-        f":seed={int(request.get('seed', 42))}:inputs={'device' if inputs_on_device(request) else 'host'}"
-        ":grad=off"
-    )
-
-
-def cache_key(device_name: str, torch_version: str, source_hash: str, mode: str, method: str) -> str:
-    return "|".join((device_name, torch_version, source_hash, mode, method))
-
-
-def cache_path(cache_dir: str | os.PathLike[str] | None) -> Path:
-    return Path(cache_dir or default_cache_dir()) / CACHE_FILE
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def read_cache(path: Path) -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def store(path: Path, key: str, entry: dict[str, Any]) -> None:
-    """Add one entry under the file lock (read, update, atomic replace): concurrent writers keep theirs."""
-    with _locked(path):
-        data = read_cache(path)
-        data[key] = entry
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, path)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -162,20 +104,6 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _max_abs_diff(ref: Any, new: Any) -> float | None:
-    if isinstance(ref, torch.Tensor) and isinstance(new, torch.Tensor):
-        if ref.shape != new.shape:
-            return math.inf
-        if ref.numel() == 0:
-            return 0.0
-        return float((ref.double() - new.double()).abs().max().item())
-    if isinstance(ref, list | tuple) and isinstance(new, list | tuple) and len(ref) == len(new):
-        diffs = [_max_abs_diff(a, b) for a, b in zip(ref, new, strict=True)]
-        known = [d for d in diffs if d is not None]
-        return max(known) if known else None
-    return None
-
-
 def _release(device: torch.device) -> None:
     torch._dynamo.reset()
     gc.collect()
@@ -183,38 +111,28 @@ def _release(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def measure_mode(
-    mode: str,
-    model: torch.nn.Module,
+def time_side_by_side(
+    contestants: dict[str, Callable[..., Any]],
     inputs: list[Any],
     device: torch.device,
     request: dict[str, Any],
     budget_s: float,
-    reference_output: Any,
 ) -> dict[str, Any]:
-    """One mode's timing stats (plus compile seconds and its difference from eager's output)."""
-    warmup = int(request.get("warmup", 3))
-    trials = int(request.get("perf_trials", 100))
-    method = harness_mode(request)
-    entry: dict[str, Any] = {"mode": mode}
-    fn: Callable[..., Any] = model
-    if mode != "eager":
-        torch._dynamo.reset()
-        fn = torch.compile(model, mode=mode)
-        started = time.perf_counter()
-        with torch.no_grad():  # the grad mode of the timed calls: they hit this graph, no recompiling
-            output = None
-            for _ in range(COMPILE_WARMUP):
-                output = fn(*clone_inputs(inputs))
-            _sync(device)
-        entry["compile_s"] = round(time.perf_counter() - started, 3)
-        if reference_output is not None:
-            entry["max_abs_diff_vs_eager"] = _max_abs_diff(reference_output, output)
-        del output
-        budget_s = max(1.0, budget_s - entry["compile_s"])
-    with torch.no_grad():  # as KernelBench times its baselines (measure_ref_program_time): inference
-        entry.update(timing.time_forward(fn, inputs, device, warmup, trials, budget_s, method=method))
-    return entry
+    """The contestants (eager first) in interleaved rounds inside the quiet window, under no_grad
+    (as KernelBench times its baselines, measure_ref_program_time: inference)."""
+    with torch.no_grad(), timing_window.quiet(request.get("cache_dir")) as waited:
+        info = time_in_rounds(
+            [Contestant(name, fn) for name, fn in contestants.items()],
+            [inputs],
+            device,
+            method=harness_mode(request),
+            warmup=int(request.get("warmup", 3)),
+            trials=int(request.get("perf_trials", 100)),
+            rounds=timing_rounds(request),
+            budget_s=budget_s,
+        )
+    info["window_wait_s"] = round(waited, 3)
+    return info
 
 
 def _load(request: dict[str, Any]) -> Any:
@@ -319,22 +237,34 @@ def _run(
     inputs = draw_problem_inputs(problem, device, dtype, request)
     reference_output = None
     lock = gpu_lock.lock_path(path.parent, device.type)
-    with torch.no_grad(), gpu_lock.exclusive(lock):
-        if any(m != "eager" for m in todo):
+    if any(m != "eager" for m in todo):
+        with torch.no_grad(), gpu_lock.exclusive(lock):
             reference_output = model(*clone_inputs(inputs))
             _sync(device)
     failed = []
     for index, mode in enumerate(todo):
         budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(todo) - index))
         try:
-            with gpu_lock.exclusive(lock):  # compile too: max-autotune benchmarks kernels on the device
-                entry = measure_mode(mode, model, inputs, device, request, budget, reference_output)
+            contestants: dict[str, Callable[..., Any]] = {"eager": model}
+            entry: dict[str, Any] = {"mode": mode}
+            if mode != "eager":  # compiling is CPU work: in the shared window
+                contestants[mode], entry = compile_mode(
+                    mode, model, inputs, device, reference_output, request.get("cache_dir")
+                )
+                budget = max(1.0, budget - entry["compile_s"])
+            with gpu_lock.exclusive(lock):
+                info = time_side_by_side(contestants, inputs, device, request, budget)
         except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
             failed.append(mode)
             response["baselines"][mode] = {"mode": mode, "error": f"{type(exc).__name__}: {_first_line(exc)}"}
             _release(device)
             progress(response)
             continue
+        entry.update(info[mode])
+        entry.update(order=info["order"], window_wait_s=info["window_wait_s"])
+        if mode != "eager":  # the eager time of the same rounds: this mode's ratio is side by side
+            entry["eager_side_by_side_ms"] = info["eager"]["mean_ms"]
+            entry["ratio_vs_eager"] = info["ratios"][mode]
         entry.update(problem=request.get("problem_name", ""), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
         store(path, keys[mode], json_safe(entry))
         response["baselines"][mode] = {**entry, "cached": False}
@@ -438,7 +368,8 @@ def measure_baselines(
     }
     settings = SandboxSettings.resolve(sandbox, device=device, timeout_s=timeout_s)
     with tempfile.TemporaryDirectory(prefix="stitch-baselines-") as tmp:
-        with Sandbox(tmp, settings, caches=[str(request["cache_dir"])]) as box:
+        writable = [str(cache_path(str(request["cache_dir"])).parent), *timing_window.sandbox_paths()]
+        with Sandbox(tmp, settings, caches=[str(request["cache_dir"])], writable=writable) as box:
             answer = _measure_in(Path(tmp), request, timeout_s, python, box)
         return box.annotate(answer)
 
@@ -595,3 +526,19 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+__all__ = [
+    "CACHE_FILE",
+    "MODES",
+    "best_compile",
+    "cache_key",
+    "cache_path",
+    "measure_baselines",
+    "problem_hash",
+    "read_cache",
+    "run_request",
+    "speedups",
+    "store",
+    "timing_method",
+]

@@ -40,6 +40,7 @@ from tools.process import (
 from tools.protocol import EvalRequest, EvalResponse, Finding, finding
 from tools.roofline import work_floor_ms
 from tools.sandbox import Sandbox, SandboxSettings
+from tools.worker import timing_window
 
 DEFAULT_TIMEOUT_S = 600.0
 SOL_SLACK = 0.05  # a timed call may not beat the speed-of-light floor by more than this share
@@ -77,7 +78,8 @@ def evaluate(
     settings = SandboxSettings.resolve(sandbox, device=request.get("device", "cuda"), timeout_s=limit)
     tmp = Path(tempfile.mkdtemp(prefix="stitch-eval-"))
     try:
-        box = Sandbox(tmp, settings, caches=[request["cache_dir"]] if request.get("cache_dir") else [])
+        caches = [request["cache_dir"]] if request.get("cache_dir") else []
+        box = Sandbox(tmp, settings, caches=caches, writable=timing_window.sandbox_paths())
         with box:
             response = _evaluate_in(tmp, request, limit, python, Path(log_path) if log_path else None, box)
         return box.annotate(response)  # type: ignore[arg-type,return-value]

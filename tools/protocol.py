@@ -48,6 +48,8 @@ class EvalRequest(TypedDict, total=False):
     perf_trials: int  # default 100
     warmup: int  # default 3
     time_reference: bool  # also time the eager reference in the same run (default True)
+    timing_rounds: int  # contestants interleaved in this many rounds (default 10, tools.worker.rounds)
+    compile_modes: list[str]  # torch.compile modes of the reference, timed in the same rounds
     correctness_only: bool  # stop after the correctness trials (the KernelBench cross-check), default False
     profile_reference: bool  # action=profile: profile the reference too (default False)
     cache_dir: str  # build cache root (default: tools.build.default_cache_dir())
@@ -97,6 +99,7 @@ class TimingStats(TypedDict, total=False):
     mean_ms: float
     median_ms: float
     std_ms: float
+    cv: float  # coefficient of variation: std / mean
     min_ms: float
     max_ms: float
     trials: int
@@ -108,6 +111,15 @@ class TimingStats(TypedDict, total=False):
     off_stream_gap_ms: float
     clock_disagreement: bool  # strict: events and the host clock disagree
     input_sets: int  # strict: input sets rotated across the timed calls
+    rounds: int  # interleaved rounds this contestant's calls were spread over (tools.worker.rounds)
+    round_means_ms: list[float]
+
+
+class RatioStats(TypedDict, total=False):
+    median: float  # of the per-round ratio other / candidate
+    mean: float
+    cv: float
+    rounds: int
 
 
 class TimingInfo(TypedDict, total=False):
@@ -115,6 +127,11 @@ class TimingInfo(TypedDict, total=False):
     eager_ms: float
     candidate: TimingStats
     eager: TimingStats
+    order: list[str]  # the timed blocks as they ran: candidate, eager, candidate, eager ...
+    rounds: int
+    ratios: dict[str, RatioStats]  # "eager": eager / candidate per round (the side-by-side speedup)
+    window_wait_s: float  # waited for the machine-wide quiet window (tools.worker.timing_window)
+    compile_ms: dict[str, float]  # the request's compile modes: {mode: mean ms}; stats under each mode
 
 
 class KernelRecord(TypedDict):

@@ -22,6 +22,7 @@ import torch.fx as fx
 from torch import nn
 
 from tools.problem import exec_problem_source
+from tools.worker import timing_window
 
 try:  # evaluating a leaf module inside the trace must not re-enter fx's patched Module.__call__
     from torch.fx._symbolic_trace import _maybe_revert_all_patches as _unpatched
@@ -228,7 +229,13 @@ def trace_problem(source: str, name: str) -> tuple[MetaProblem, TracedModel]:
     """Trace symbolically; fall back to concrete sizes; raise TraceFailure when both fail.
 
     Each attempt builds a fresh meta model, because a failed trace may have left proxies behind.
+    Tracing is CPU work, so it runs outside any timing on this machine (tools.worker.timing_window).
     """
+    with timing_window.busy():
+        return _trace_problem(source, name)
+
+
+def _trace_problem(source: str, name: str) -> tuple[MetaProblem, TracedModel]:
     problem = load_meta_problem(source, name)
     try:
         return problem, _trace_once(problem.model, problem.inputs, concrete=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,7 @@ class Analysis:
     steps: list[Step] = field(default_factory=list)
     trace_error: str = ""
     namespace: dict[str, Any] = field(default_factory=dict)
+    trace_s: float = 0.0  # wall time of the fx trace (the eval's per-problem breakdown)
 
     @property
     def ok(self) -> bool:
@@ -88,7 +90,11 @@ def _analyse(task: Task) -> Analysis:
     source = parse_problem(task.source)
     analysis = Analysis(task=task.name, source=source)
     try:
-        problem, traced = trace_problem(task.source, task.name)
+        started = time.perf_counter()
+        try:
+            problem, traced = trace_problem(task.source, task.name)
+        finally:
+            analysis.trace_s = round(time.perf_counter() - started, 3)
         analysis.namespace = (
             dict(vars(problem.module)) if isinstance(problem.module, types.ModuleType) else {}
         )
@@ -218,6 +224,7 @@ def build_plan(task: Task, analysis: Analysis, reference_profile: Profile | None
         )
         return Plan(
             task=task.name,
+            trace_seconds=analysis.trace_s,
             groups=[group],
             subtasks=[
                 Subtask(
@@ -292,6 +299,7 @@ def build_plan(task: Task, analysis: Analysis, reference_profile: Profile | None
         uncovered_ops=sorted(uncovered_kinds - covered_kinds),
         traced=True,
         notes="; ".join(notes),
+        trace_seconds=analysis.trace_s,
     )
 
 

@@ -11,8 +11,8 @@ F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 
 def charged(node: F) -> F:
-    """Add the node's duration to `spent_s` (the routers compare it with `Context.wall_time_s`) and to its
-    own entry in `node_seconds` (the report's time split)."""
+    """Add the node's duration to `spent_s`, which the routers compare with `Context.wall_time_s`,
+    and to `node_seconds[name]` (the report's time split, the eval's per-problem breakdown)."""
 
     @functools.wraps(node)
     def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -37,6 +37,7 @@ def eval_request(
         correctness_trials=context.correctness_trials,
         perf_trials=context.perf_trials,
         time_reference=True,
+        compile_modes=[m.strip() for m in context.compile_modes.split(",") if m.strip()],
         inputs_on_device=context.inputs_on_device,
         timeout_s=context.eval_timeout_s,
     )
@@ -130,6 +131,7 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
         candidate_ms=candidate_ms,
         eager_ms=eager_ms,
         speedup_vs_eager=speedup,
+        compile_ms={str(k): float(v) for k, v in (timing.get("compile_ms") or {}).items()},
         seconds=float(response.get("seconds", 0.0) or 0.0),
         phases={str(k): float(v) for k, v in (response.get("phases") or {}).items()},
         findings=[{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in hack["findings"]],

@@ -16,48 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import REPO
+from support.eval_suite import RUN_ARGS, TESTS, WRAPPER, make_suite
 
 from evals import runner
-
-TESTS = REPO / "tests"
-
-# Picks the script by problem name: 1_ScaleRelu verifies, 2_ScaleReluBroken never builds, and
-# level2's program is correct but hides a try/except fallback (the hack checker says "hacked").
-WRAPPER = f"""
-import sys
-sys.path.insert(0, {str(TESTS)!r})
-from support.scripted_policy import BUILD_ERROR, OPTIMIZED, SCALE_RELU_HEAD, ScriptedPolicy, install
-from graph.cli import main
-
-FALLBACK = SCALE_RELU_HEAD + '''
-    def forward(self, x):
-        try:
-            return torch.clamp_min(x - 0.5, 0.0) * self.scale
-        except Exception:
-            return x
-'''
-problem = next(a for a in sys.argv[1:] if a.endswith(".py"))
-if "Broken" in problem:
-    script = [BUILD_ERROR] * 8
-elif "Fallback" in problem:
-    script = [FALLBACK] * 8
-else:
-    script = [OPTIMIZED] * 8
-install(ScriptedPolicy(script))
-sys.exit(main(sys.argv[1:]))
-"""
-RUN_ARGS = ["--device", "cpu", "--perf-trials", "5", "--max-iterations", "3"]
-
-
-def make_suite(root: Path) -> Path:
-    source = (FIXTURES / "problems" / "scale_relu.py").read_text()
-    for rel in ("level1/1_ScaleRelu.py", "level1/2_ScaleReluBroken.py", "level2/1_ScaleReluFallback.py"):
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
-    return root
-
+from evals.breakdown import STEPS
 
 # ----------------------------------------------------------------------------------------------
 # The store and the record
@@ -91,26 +54,39 @@ def test_baseline_config_follows_the_run_arguments() -> None:
         runner.baseline_config(True, "eager,inductor", 60.0, [])
 
 
-def test_speedups_come_from_the_baselines_else_from_the_verifier() -> None:
+def test_speedups_are_side_by_side_ratios_where_there_are_some() -> None:
     measured = {
         "status": "passed",
         "baselines": {
             "eager": {"mean_ms": 3.0},
-            "default": {"mean_ms": 2.0},
+            "default": {"mean_ms": 2.0, "eager_side_by_side_ms": 4.0},
             "reduce-overhead": {"error": "X"},
         },
     }
-    record = {"candidate_ms": 1.0, "verifier_speedup_vs_eager": 2.5}
+    record = {"candidate_ms": 1.0, "verifier_speedup_vs_eager": 2.5, "verifier_eager_ms": 2.4}
     runner.add_speedups(record, measured)
-    assert record["speedup_vs_eager"] == pytest.approx(3.0) and record["speedup_vs_compile"] == pytest.approx(
-        2.0
-    )
-    assert record["speedup_source"] == "baselines" and record["best_compile_mode"] == "default"
+    assert record["speedup_source"] == "side_by_side" and record["best_compile_mode"] == "default"
+    assert record["speedup_vs_eager"] == 2.5  # the verifier's interleaved ratio, not 3.0 / 1.0
+    assert record["speedup_vs_compile"] == pytest.approx(2.5 * 2.0 / 4.0)  # chained through eager
+    assert record["eager_agreement"] == pytest.approx(3.0 / 2.4, abs=1e-4)
     assert record["baselines"] == {"eager": 3.0, "default": 2.0, "reduce-overhead": None}
     assert record["baseline_errors"] == {"reduce-overhead": "X"}
+    untimed_eager = {"candidate_ms": 1.0}
+    runner.add_speedups(untimed_eager, measured)  # the verifier did not time eager: the baselines do
+    assert untimed_eager["speedup_source"] == "baselines" and untimed_eager[
+        "speedup_vs_eager"
+    ] == pytest.approx(3.0)
+    assert untimed_eager["speedup_vs_compile"] == pytest.approx(2.0)
+    same_rounds = {
+        "candidate_ms": 2.0,
+        "verifier_speedup_vs_eager": 2.5,
+        "verifier_compile_ms": {"default": 3.0},
+    }
+    runner.add_speedups(same_rounds, measured)  # compile timed in the candidate's own rounds wins
+    assert same_rounds["speedup_vs_compile"] == pytest.approx(1.5) and same_rounds["best_compile_ms"] == 3.0
     plain = {"candidate_ms": 1.0, "verifier_speedup_vs_eager": 2.5}
     runner.add_speedups(plain, None)
-    assert plain["speedup_vs_eager"] == 2.5 and plain["speedup_source"] == "verifier"
+    assert plain["speedup_vs_eager"] == 2.5 and plain["speedup_source"] == "side_by_side"
     assert plain["speedup_vs_compile"] is None
 
 
@@ -208,8 +184,16 @@ def test_records_carry_status_verdict_and_baselines(killed_then_resumed: dict) -
     ok = records["level1/1_ScaleRelu"]
     assert ok["status"] == "verified" and ok["built"] and ok["verdict"] == "suspicious"  # PyTorch ops only
     assert ok["baseline_status"] == "passed" and ok["baselines"]["eager"] > 0
-    assert ok["speedup_source"] == "baselines"
-    assert ok["speedup_vs_eager"] == pytest.approx(ok["baseline_eager_ms"] / ok["candidate_ms"])
+    assert ok["speedup_source"] == "side_by_side"
+    assert ok["speedup_vs_eager"] == ok["verifier_speedup_vs_eager"]
+    assert ok["eager_agreement"] == pytest.approx(ok["baseline_eager_ms"] / ok["verifier_eager_ms"], abs=1e-4)
+    assert ok["executor"] == "local" and ok["node"]
+    steps = ok["breakdown"]
+    assert (
+        set(steps) == set(STEPS) and min(steps.values()) >= 0
+    )  # the scripted policy neither traces nor builds
+    assert steps["baselines_s"] > 0 and steps["profile_s"] > 0 and steps["other_s"] > 0
+    assert sum(steps.values()) == pytest.approx(ok["seconds"], abs=0.2)
     assert ok["speedup_vs_compile"] is None  # only eager was asked for
     broken = records["level1/2_ScaleReluBroken"]
     assert broken["status"] == "failed" and broken["built"] is False

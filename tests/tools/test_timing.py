@@ -72,6 +72,7 @@ def test_time_forward_dispatches_and_rejects_unknown_methods() -> None:
 def test_timing_stats_and_budget() -> None:
     stats = timing.timing_stats([1.0, 2.0, 3.0])
     assert stats == {"mean_ms": 2.0, "median_ms": 2.0, "std_ms": pytest.approx(0.816497), "min_ms": 1.0,
+                     "cv": pytest.approx(0.408248),
                      "max_ms": 3.0, "trials": 3}  # fmt: skip
     x = torch.rand(4)
     full = timing.time_forward(lambda t: t * 2, [x], "cpu", warmup=1, trials=7)

@@ -28,6 +28,7 @@ import torch
 
 from tools.build.errors import BuildError, clean_line, log_tail, parse_compiler_errors
 from tools.build.toolchain import temporary_env, toolchain_fingerprint
+from tools.worker import timing_window
 
 CACHE_ENV = "STITCHCUDA_CACHE"
 FORMAT_VERSION = 1  # bump when the layout of a cache entry changes
@@ -164,7 +165,8 @@ def cached_build(
                 tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
                 dirs = [str(tmp), str(tmp.resolve())]
                 try:
-                    with temporary_env(env or {}):
+                    # a compile is CPU work: never while something is being timed on this machine
+                    with temporary_env(env or {}), timing_window.busy(root):
                         loaded = build(str(tmp), module_name)
                 except Exception as exc:
                     output = str(exc)  # torch puts the captured compiler output into its message

@@ -16,10 +16,12 @@ import torch
 
 from tools.protocol import EvalRequest, Finding
 from tools.worker import compare, dynamic_checks
+from tools.worker.compiled import COMPILE_MODES
 from tools.worker.correctness import StrictHooks
 from tools.worker.guards import check_guards
 from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
 from tools.worker.reporting import Outcome, exception_summary
+from tools.worker.rounds import DEFAULT_ROUNDS
 
 BUDGET_SHARE = 0.8  # of the time left that timing may use; the rest is headroom for the answer
 TIMING_INPUT_SETS = 4
@@ -68,6 +70,14 @@ class Settings:
         self.dynamic = bool(request.get("dynamic_checks", self.strict))
         self.input_sets = max(1, int(request.get("timing_input_sets", TIMING_INPUT_SETS)))
         self.time_reference = bool(request.get("time_reference", True))
+        self.timing_rounds = max(1, int(request.get("timing_rounds", DEFAULT_ROUNDS)))
+        self.compile_modes: list[str] = [str(m) for m in request.get("compile_modes") or []]
+        unknown = [m for m in self.compile_modes if m not in COMPILE_MODES]
+        if unknown:
+            raise Outcome(
+                "runtime_error",
+                f"bad request: unknown compile mode(s) {unknown} (choose from {', '.join(COMPILE_MODES)})",
+            )
         self.correctness_only = bool(request.get("correctness_only", False))  # a cross-check needs no timing
 
 

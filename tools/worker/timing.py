@@ -55,13 +55,15 @@ _empty_cache = torch.cuda.empty_cache
 
 
 def timing_stats(times_ms: Sequence[float]) -> dict[str, float | int]:
-    """mean (the headline), median, population std, min, max, trials."""
+    """mean (the headline), median, population std, coefficient of variation, min, max, trials."""
     if not times_ms:
         raise ValueError("no timings to summarise")
+    mean = statistics.fmean(times_ms)
     return {
         "mean_ms": round(statistics.fmean(times_ms), 6),
         "median_ms": round(statistics.median(times_ms), 6),
         "std_ms": round(statistics.pstdev(times_ms), 6),
+        "cv": round(statistics.pstdev(times_ms) / mean, 6) if mean > 0 else 0.0,
         "min_ms": round(min(times_ms), 6),
         "max_ms": round(max(times_ms), 6),
         "trials": len(times_ms),
@@ -88,11 +90,13 @@ def time_kernelbench(
     trials: int = 100,
     budget_s: float | None = None,
     discard_first: int = 1,
+    raw: list[float] | None = None,
 ) -> dict[str, Any]:
     """KernelBench's time_execution_with_cuda_event (perf_counter on a CPU device); stats in ms.
 
     budget_s bounds the loop's wall time: after the first counted call the trial count is cut to
-    what fits (the stats say how many ran).
+    what fits (the stats say how many ran). raw, when given, receives every counted call's time
+    (tools.worker.rounds pools the rounds of one contestant through it).
     """
     device = torch.device(device)
     if trials < 1:
@@ -131,6 +135,8 @@ def time_kernelbench(
                     trials, (_perf_counter() - started) / (discard_first + 1), budget_s
                 )
         i += 1
+    if raw is not None:
+        raw.extend(times)
     stats: dict[str, Any] = dict(timing_stats(times))
     stats["method"] = "kernelbench"
     return stats
@@ -161,10 +167,12 @@ def time_strict(
     after_call: Callable[[], None] | None = None,
     before_flush: Callable[[], None] | None = None,
     discard_first: int = 1,
+    raw: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """The strict method (module docstring) under no_grad; stats of the headline series in ms, plus
     stream_mean_ms, device_wide_mean_ms, host_mean_ms, off_stream, off_stream_gap_ms,
-    clock_disagreement and input_sets."""
+    clock_disagreement and input_sets. raw, when given, receives the three clocks' counted calls
+    under "stream", "device_wide" and "host"."""
     device = torch.device(device)
     if trials < 1:
         raise ValueError(f"perf trials must be >= 1, got {trials}")
@@ -224,6 +232,9 @@ def time_strict(
                         trials, (_perf_counter() - started) / (discard_first + 1), budget_s
                     )
             i += 1
+    if raw is not None:
+        for name, series in (("stream", stream_ms), ("device_wide", wide_ms), ("host", host_ms)):
+            raw.setdefault(name, []).extend(series)
     return strict_summary(stream_ms, wide_ms, host_ms, sets)
 
 

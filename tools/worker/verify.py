@@ -8,7 +8,6 @@ fresh input sets and checks every timed output (tools.worker.timing says why).
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 import types
@@ -18,7 +17,8 @@ from typing import Any
 import torch
 
 from tools.protocol import EvalRequest, EvalResponse, Finding, finding
-from tools.worker import dynamic_checks
+from tools.worker import dynamic_checks, timing_window
+from tools.worker.compiled import compile_mode
 from tools.worker.correctness import ForwardError, check_correctness
 from tools.worker.guards import check_guards
 from tools.worker.harness import (
@@ -33,7 +33,7 @@ from tools.worker.harness import (
 from tools.worker.inputs import prepare_inputs, set_seed
 from tools.worker.kernelbench_state import reference_tf32_spread
 from tools.worker.reporting import Outcome, Progress, exception_summary
-from tools.worker.timing import time_kernelbench, time_strict
+from tools.worker.rounds import Contestant, ContestantFailed, time_in_rounds
 
 EXCESSIVE_SPEEDUP = 10.0  # KernelBench's flag (a note, not a failure)
 
@@ -130,9 +130,11 @@ def verify(
         return
 
     if settings.strict:
-        info = _time_strict(settings, progress, problem, models, device, deadline, harness)
+        info = _time_strict(settings, request, progress, problem, models, device, deadline, harness)
     else:
-        info = _time_kernelbench(settings, progress, problem, models, device, deadline)
+        info = _time_kernelbench(
+            settings, request, progress, problem, models, device, deadline, harness.notes
+        )
     findings.extend(timing_findings(info))
     if settings.dynamic and device.type == "cuda":
         _profile_checks(response, progress, models, device, harness, findings, info.get("_sets"))
@@ -148,40 +150,128 @@ def verify(
     response["message"] = message
 
 
+def _side_by_side(
+    settings: Settings,
+    request: EvalRequest,
+    progress: Progress,
+    contestants: list[Contestant],
+    sets: list[list[Any]],
+    device: torch.device,
+    deadline: float,
+    before_flush: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Every contestant timed in interleaved rounds inside the machine-wide quiet window."""
+    progress("waiting for the timing window")
+    with timing_window.quiet(request.get("cache_dir")) as waited:
+        progress("timing " + " and ".join(c.name for c in contestants) + " side by side")
+        budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE)
+        try:
+            info = time_in_rounds(
+                contestants,
+                sets,
+                device,
+                method="strict" if settings.strict else "kernelbench",
+                warmup=settings.warmup,
+                trials=settings.perf_trials,
+                rounds=settings.timing_rounds,
+                budget_s=budget,
+                before_flush=before_flush,
+            )
+        except ContestantFailed as failed:
+            if isinstance(failed.error, TimingCheckError):
+                message = str(failed.error)
+                raise Outcome(
+                    "wrong_output", message, [finding("timing_output_mismatch", "error", message)]
+                ) from None
+            if isinstance(failed.error, Outcome):
+                raise failed.error from None
+            who = "ModelNew" if failed.name == "candidate" else "Model"
+            raise Outcome(
+                "runtime_error", f"{who}.forward raised while being timed: {exception_summary(failed.error)}"
+            ) from None
+    info["window_wait_s"] = round(waited, 3)
+    for contestant in contestants:
+        info[f"{contestant.name}_ms"] = info[contestant.name]["mean_ms"]
+    return info
+
+
+def _contestants(
+    settings: Settings,
+    candidate: Callable[..., Any],
+    reference: Callable[..., Any],
+    check: Any = None,
+    after_call: Callable[[], None] | None = None,
+) -> list[Contestant]:
+    """The candidate first (every ratio is against it), then eager when the request times it."""
+    timed = [Contestant("candidate", candidate, check, after_call)]
+    if settings.time_reference:
+        timed.append(Contestant("eager", reference))
+    return timed
+
+
+def _compiled_contestants(
+    settings: Settings,
+    request: EvalRequest,
+    progress: Progress,
+    reference: torch.nn.Module,
+    inputs: list[Any],
+    device: torch.device,
+    notes: list[Finding],
+) -> tuple[list[Contestant], dict[str, Any]]:
+    """The requested torch.compile modes of the reference, compiled in the shared window; a mode
+    that fails to compile is left out with a note (the candidate's verdict does not depend on it)."""
+    timed: list[Contestant] = []
+    entries: dict[str, Any] = {}
+    for index, mode in enumerate(settings.compile_modes):
+        progress(f"compiling the reference ({mode})")
+        try:  # no reset after the first: the modes compiled before must stay compiled
+            fn, entry = compile_mode(
+                mode, reference, inputs, device, None, request.get("cache_dir"), reset=index == 0
+            )
+        except Exception as exc:
+            notes.append(
+                finding("compile_mode_failed", "info", f"torch.compile {mode}: {exception_summary(exc)}")
+            )
+            continue
+        timed.append(Contestant(mode, fn))
+        entries[mode] = entry
+    return timed, entries
+
+
 def _time_kernelbench(
     settings: Settings,
+    request: EvalRequest,
     progress: Progress,
     problem: types.ModuleType,
     models: tuple[torch.nn.Module, torch.nn.Module],
     device: torch.device,
     deadline: float,
+    notes: list[Finding],
 ) -> dict[str, Any]:
-    """KernelBench's timing: one CPU draw under the seed, same tensors every call, grad mode on."""
+    """KernelBench's timing: one CPU draw under the seed, same tensors every call, grad mode on
+    (the compile modes, as baselines, under no_grad)."""
     reference, candidate = models
-    timed = [("ModelNew", candidate, "candidate")]
-    if settings.time_reference:
-        timed.append(("Model", reference, "eager"))
-    info: dict[str, Any] = {}
-    for index, (who, model, key) in enumerate(timed):
-        progress(f"timing {who}")
-        set_seed(settings.seed)
-        inputs = prepare_inputs(problem.get_inputs(), device, settings.dtype)
-        budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(timed) - index))
-        stats = run_or_fail(
-            who,
-            "being timed",
-            functools.partial(
-                time_kernelbench, model, inputs, device, settings.warmup, settings.perf_trials, budget
-            ),
-        )
-        info[key] = stats
-        info[f"{key}_ms"] = stats["mean_ms"]
-        info["_sets"] = [inputs]
+    set_seed(settings.seed)
+    inputs = prepare_inputs(problem.get_inputs(), device, settings.dtype)
+    timed = _contestants(settings, candidate, reference)
+    compiled, entries = _compiled_contestants(settings, request, progress, reference, inputs, device, notes)
+    info = _side_by_side(settings, request, progress, timed + compiled, [inputs], device, deadline)
+    _add_compile_entries(info, entries)
+    info["_sets"] = [inputs]
     return info
+
+
+def _add_compile_entries(info: dict[str, Any], entries: dict[str, Any]) -> None:
+    """compile_s (and the mode name) into each compile mode's stats; {mode: ms} under compile_ms."""
+    for mode, entry in entries.items():
+        info[mode].update(entry)
+    if entries:
+        info["compile_ms"] = {mode: info[mode]["mean_ms"] for mode in entries}
 
 
 def _time_strict(
     settings: Settings,
+    request: EvalRequest,
     progress: Progress,
     problem: types.ModuleType,
     models: tuple[torch.nn.Module, torch.nn.Module],
@@ -204,37 +294,15 @@ def _time_strict(
                 "the reference is stochastic: timed outputs not checked",
             )
         )
-    timed: list[tuple[str, Callable[..., Any], str]] = [("ModelNew", harness.watched(candidate), "candidate")]
-    if settings.time_reference:
-        timed.append(("Model", reference, "eager"))
-    info: dict[str, Any] = {}
-    for index, (who, fn, key) in enumerate(timed):
-        progress(f"timing {who}")
-        budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(timed) - index))
-        is_candidate = who == "ModelNew"
-        try:
-            stats = run_or_fail(
-                who,
-                "being timed",
-                functools.partial(
-                    time_strict,
-                    fn,
-                    sets,
-                    device,
-                    settings.warmup,
-                    settings.perf_trials,
-                    budget,
-                    check=check if is_candidate and check is not None else None,
-                    after_call=(lambda: harness.after_call("ModelNew")) if is_candidate else None,
-                    before_flush=harness.before_flush,
-                ),
-            )
-        except TimingCheckError as exc:
-            raise Outcome(
-                "wrong_output", str(exc), [finding("timing_output_mismatch", "error", str(exc))]
-            ) from None
-        info[key] = stats
-        info[f"{key}_ms"] = stats["mean_ms"]
+    timed = _contestants(
+        settings, harness.watched(candidate), reference, check, lambda: harness.after_call("ModelNew")
+    )
+    compiled, entries = _compiled_contestants(
+        settings, request, progress, reference, sets[0], device, harness.notes
+    )
+    timed += compiled
+    info = _side_by_side(settings, request, progress, timed, sets, device, deadline, harness.before_flush)
+    _add_compile_entries(info, entries)
     del outputs
     info["_sets"] = sets
     return info

@@ -1,0 +1,133 @@
+"""The machine-wide timing window: timing runs alone; builds, traces and compilations wait for it.
+
+Why: on a shared machine a launch-bound program runs slower while neighbours compile on the same
+cores, so a speedup that divides a candidate time taken during a build by a baseline taken on an
+idle machine means nothing. Every time that enters a speedup is therefore taken inside `quiet()`
+(an exclusive flock), and every piece of CPU-heavy work (an extension build, an fx trace, a
+torch.compile compilation) runs inside `busy()` (a shared flock): any number of builds run at once,
+but never while something is being timed, and a timing waits until the running builds finish.
+
+Writers (timings) would starve behind a steady stream of readers (builds), since flock grants a
+new shared lock while an exclusive one waits; so both sides pass a gate first (a second lock file):
+a timing holds the gate while it waits for the window, and new builds queue at the gate behind it.
+
+The lock files live in `$STITCHCUDA_TIMING_WINDOW` (a folder; `off` disables the window), else
+in the build cache's `locks/` folder, which every worker, baseline process and graph run of a machine share.
+The kernel drops an flock when its holder dies, so a killed process never leaves the window shut.
+Standard library only: the worker island imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+WINDOW_ENV = "STITCHCUDA_TIMING_WINDOW"
+WINDOW_FILE = "timing-window.lock"
+GATE_FILE = "timing-window.gate"
+LOCK_FOLDER = "locks"  # inside the build cache, beside the per-build locks (tools.build.cache)
+
+_state = threading.local()  # per thread: "quiet" or "busy" while held, and the nesting depth
+
+
+def window_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Where the window's lock files live (None: the window is off)."""
+    env = os.environ.get(WINDOW_ENV, "").strip()
+    if env.lower() == "off":
+        return None
+    if env:
+        return Path(env).expanduser()
+    if not cache_dir:
+        from tools.build.cache import default_cache_dir  # lazily: tools.build imports this module
+
+        cache_dir = default_cache_dir()
+    return Path(cache_dir) / LOCK_FOLDER
+
+
+def sandbox_paths() -> list[str]:
+    """Folders a sandboxed child must be able to write for the window: $STITCHCUDA_TIMING_WINDOW when
+    it points outside the build cache (which sandboxes already allow)."""
+    env = os.environ.get(WINDOW_ENV, "").strip()
+    return [str(Path(env).expanduser())] if env and env.lower() != "off" else []
+
+
+def _held() -> str | None:
+    return getattr(_state, "mode", None)
+
+
+@contextlib.contextmanager
+def _holding(mode: str) -> Iterator[None]:
+    _state.mode, _state.depth = mode, getattr(_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
+        if _state.depth == 0:
+            _state.mode = None
+
+
+def _open(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+
+
+@contextlib.contextmanager
+def quiet(cache_dir: str | os.PathLike[str] | None = None) -> Iterator[float]:
+    """Hold the window exclusively (no build, trace or other timing on this machine meanwhile).
+
+    Yields the seconds spent waiting. Nested inside another `quiet()` of this thread it is free;
+    inside a `busy()` of this thread it raises RuntimeError (it would wait for itself).
+    """
+    folder = window_dir(cache_dir)
+    held = _held()
+    if folder is None or held == "quiet":
+        with _holding("quiet"):
+            yield 0.0
+        return
+    if held == "busy":
+        raise RuntimeError("cannot open the timing window inside a build or trace of the same thread")
+    started = time.perf_counter()
+    gate, window = _open(folder / GATE_FILE), _open(folder / WINDOW_FILE)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX)  # new builds queue behind us from now on
+        try:
+            fcntl.flock(window, fcntl.LOCK_EX)  # the running builds drain
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)  # the window's exclusive lock keeps them out now
+        with _holding("quiet"):
+            yield time.perf_counter() - started
+    finally:
+        os.close(window)  # closing drops the locks
+        os.close(gate)
+
+
+@contextlib.contextmanager
+def busy(cache_dir: str | os.PathLike[str] | None = None) -> Iterator[float]:
+    """Hold the window shared, for CPU-heavy work; waits while a timing holds it. Yields the wait.
+
+    Free when this thread already holds the window (a build started lazily inside a timing run
+    happens in that window: waiting for ourselves would never end).
+    """
+    folder = window_dir(cache_dir)
+    if folder is None or _held() is not None:
+        with _holding(_held() or "busy"):
+            yield 0.0
+        return
+    started = time.perf_counter()
+    gate, window = _open(folder / GATE_FILE), _open(folder / WINDOW_FILE)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX)  # behind any timing that is waiting
+        try:
+            fcntl.flock(window, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        with _holding("busy"):
+            yield time.perf_counter() - started
+    finally:
+        os.close(window)
+        os.close(gate)
