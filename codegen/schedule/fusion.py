@@ -37,6 +37,7 @@ from codegen.frontend.ops import (
     LAYER_NORM,
     OTHER,
     OUTPUT,
+    POOL,
     REDUCTION,
     SCALAR,
     SOFTMAX,
@@ -47,7 +48,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -60,6 +61,7 @@ COMPLEXITY = {
     LAYER_NORM: 3,
     SOFTMAX: 3,
     REDUCTION: 2,
+    POOL: 2,
     ELEMENTWISE: 1,
     REFERENCE: 0,
 }
@@ -314,7 +316,9 @@ class FusionPlanner:
         inside = [o for o in operand_nodes if o in members]
         if not inside:
             return False
-        if group.kind in ROW_FAMILIES and (len(tail.users) != 1 or any(o is not tail for o in inside)):
+        if group.kind in (*ROW_FAMILIES, POOL) and (
+            len(tail.users) != 1 or any(o is not tail for o in inside)
+        ):
             return False
         count = len({id(o) for o in self._group_tensor_operands(group)} | {id(o) for o in operand_nodes})
         return count <= MAX_TENSOR_OPERANDS

@@ -29,6 +29,7 @@ _LIB_KIND = {
     "softmax": ("softmax",),
     "layernorm": ("layer_norm",),
     "conv": ("conv",),
+    "pool": ("pool",),
 }
 _LIB_KIND |= {
     "reduce": ("reduction",),

@@ -71,7 +71,6 @@ def test_batch_norm_1d_and_3d_are_covered(module: str, shape: tuple[int, ...]) -
 @pytest.mark.parametrize(
     ("module", "shape"),
     [
-        ("nn.MaxPool3d(2)", (2, 4, 6, 6, 6)),
         ("nn.GroupNorm(2, 8)", (2, 8, 5, 5)),
         ("nn.InstanceNorm2d(8)", (2, 8, 5, 5)),
     ],
@@ -79,6 +78,27 @@ def test_batch_norm_1d_and_3d_are_covered(module: str, shape: tuple[int, ...]) -
 def test_unwired_families_are_reported_uncovered(module: str, shape: tuple[int, ...]) -> None:
     plan, _ = plan_of(module, shape)
     assert plan.uncovered_ops  # never claimed covered while the emitter is missing
+
+
+@pytest.mark.parametrize(
+    ("module", "shape", "template"),
+    [
+        ("nn.MaxPool3d(3, 2, 1, ceil_mode=True)", (2, 4, 7, 9, 8), "pool_max+epilogue"),
+        (
+            "nn.AvgPool2d(3, 2, 1, count_include_pad=False, divisor_override=None)",
+            (2, 4, 9, 9),
+            "pool_avg+epilogue",
+        ),
+        ("nn.MaxPool1d(4, 2, 1, dilation=2)", (2, 4, 23), "pool_max+epilogue"),
+        ("nn.AdaptiveAvgPool2d((3, 5))", (2, 4, 9, 11), "pool_adaptive_avg+epilogue"),
+    ],
+)
+def test_windowed_pools_are_one_covered_group_with_the_epilogue(
+    module: str, shape: tuple[int, ...], template: str
+) -> None:
+    plan, _ = plan_of(module, shape)
+    assert plan.uncovered_ops == []
+    assert [g.template for g in plan.groups] == [template]
 
 
 @pytest.mark.parametrize("ceil_mode", [False, True])
