@@ -25,7 +25,11 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 CASES = {
     "pool families": REPO / "tests" / "fixtures" / "problems" / "level2" / "11_Pool_Families.py",
-    "suite MaxPool2d": REPO / "evals" / "suite" / "level1" / "10_MaxPool2d.py",
+}
+CASES |= {
+    f"suite {path.stem}": path
+    for pattern in ("level1/10_*.py", "level1/2[5-9]_*.py", "level2/2[12]_*.py")
+    for path in sorted((REPO / "evals" / "suite").glob(pattern))
 }
 PROGRAMS = Path(os.environ.get("STITCH_POOL_PROGRAMS", "out/pool-gpu"))
 
