@@ -35,6 +35,7 @@ from codegen.frontend.ops import (
     GEMM,
     INPUT,
     LAYER_NORM,
+    NORM,
     OTHER,
     OUTPUT,
     POOL,
@@ -48,7 +49,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -62,6 +63,7 @@ COMPLEXITY = {
     SOFTMAX: 3,
     REDUCTION: 2,
     POOL: 2,
+    NORM: 4,
     ELEMENTWISE: 1,
     REFERENCE: 0,
 }

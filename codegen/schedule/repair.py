@@ -30,10 +30,11 @@ _LIB_KIND = {
     "layernorm": ("layer_norm",),
     "conv": ("conv",),
     "pool": ("pool",),
+    "groupnorm": ("group_norm",),
 }
 _LIB_KIND |= {
     "reduce": ("reduction",),
-    "elementwise": ("elementwise", "batch_norm", "gemm", "softmax", "layer_norm", "conv"),
+    "elementwise": ("elementwise", "batch_norm", "gemm", "softmax", "layer_norm", "conv", "group_norm"),
 }
 
 

@@ -75,9 +75,10 @@ def test_batch_norm_1d_and_3d_are_covered(module: str, shape: tuple[int, ...]) -
         ("nn.InstanceNorm2d(8)", (2, 8, 5, 5)),
     ],
 )
-def test_unwired_families_are_reported_uncovered(module: str, shape: tuple[int, ...]) -> None:
+def test_group_and_instance_norm_are_covered(module: str, shape: tuple[int, ...]) -> None:
     plan, _ = plan_of(module, shape)
-    assert plan.uncovered_ops  # never claimed covered while the emitter is missing
+    assert plan.uncovered_ops == []
+    assert plan.groups[0].template == "gn_stats+ew"
 
 
 @pytest.mark.parametrize(

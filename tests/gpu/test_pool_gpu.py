@@ -28,7 +28,7 @@ CASES = {
 }
 CASES |= {
     f"suite {path.stem}": path
-    for pattern in ("level1/10_*.py", "level1/2[5-9]_*.py", "level2/2[12]_*.py")
+    for pattern in ("level1/10_*.py", "level1/2[5-9]_*.py", "level1/3[01]_*.py", "level2/2[1-3]_*.py")
     for path in sorted((REPO / "evals" / "suite").glob(pattern))
 }
 PROGRAMS = Path(os.environ.get("STITCH_POOL_PROGRAMS", "out/pool-gpu"))
