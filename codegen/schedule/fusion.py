@@ -6,7 +6,8 @@ A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kerne
 - softmax / layer_norm / reduction: the row op, an elementwise prologue feeding it, and an
   elementwise epilogue after it;
 - batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue;
-- conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py).
+- conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py);
+- pool / group_norm: our pooling kernel or group/instance-norm statistics, elementwise epilogue fused.
 Everything else stays PyTorch ('reference').
 
 Nodes are first re-scheduled so that an elementwise consumer directly follows its producer when the

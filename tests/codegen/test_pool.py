@@ -1,7 +1,8 @@
 """Pooling and normalisation classification on the CPU (issue 19, pool helper).
 
-Global adaptive pools become covered reductions; BatchNorm1d/3d are covered batch-norm groups; the
-windowed pools and group/instance norm keep honest "uncovered" reasons until their writers land.
+Global adaptive pools become covered reductions; windowed pools are one covered pool group with the
+epilogue; BatchNorm1d/3d and group/instance norm are covered. The nvcc build of a program holding every
+kind is in test_codegen_build.py (fixture level2/11_Pool_Families); numerics in tests/gpu/test_pool_gpu.py.
 """
 
 from __future__ import annotations
