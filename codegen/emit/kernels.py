@@ -620,7 +620,7 @@ class GroupWriter:
             template += "+epilogue"
         return template, 1
 
-    # -- BatchNorm2d: double-precision statistics, then the normalisation as an elementwise kernel --
+    # -- BatchNorm1d-3d: double-precision statistics, then the normalisation as an elementwise kernel --
     def _batch_norm(self, group: Group, helper: Helper) -> tuple[str, int]:
         self.unit.use("batchnorm", "elementwise")
         self.unit.library_launcher("bn_stats", BN_STATS_PARAMS, group.id)
@@ -630,6 +630,7 @@ class GroupWriter:
         x = helper.ref(anchor.args["input"])
         mod = helper.ref(ModuleRef(anchor.args["module"]))
         module = self.classifier.root.get_submodule(anchor.args["module"])
+        ones = ", 1" * (len(self.shape(anchor.node)) - 2)  # BatchNorm1d/2d/3d: (N, C), (N, C, L), ...
         helper.lines += [
             f"x = {x}.contiguous()",
             "n, c = x.shape[0], x.shape[1]",
@@ -653,14 +654,13 @@ class GroupWriter:
             "sq_ptr = sums[1].data_ptr() if batch_stats else 0",
             "_ext.bn_finalize(sum_ptr, sq_ptr, weight_ptr, rm_ptr, rv_ptr, mean.data_ptr(), scale.data_ptr(), c,"
             f" float(n * hw), float({mod}.eps), momentum, mode, stream)",
-            "mean_c = mean.view(-1, 1, 1)",
-            "scale_c = scale.view(-1, 1, 1)",
+            f"mean_c, scale_c = mean.view(-1{ones}), scale.view(-1{ones})",  # channel-major broadcasts
         ]
         mean_t, scale_t, beta_t = Token("mean_c", False), Token("scale_c", False), Token("beta_c", False)
         helper.locals.update({mean_t: "mean_c", scale_t: "scale_c", beta_t: "beta_c"})
         operands: list[Any] = [anchor.args["input"], mean_t, scale_t]
         if module.bias is not None:
-            helper.lines.append(f"beta_c = {mod}.bias.view(-1, 1, 1)")
+            helper.lines.append(f"beta_c = {mod}.bias.view(-1{ones})")
             operands.append(beta_t)
         ops = [ChainOp("bn_affine", operands, {}, anchor.node)] + spec_ops(group.epilogue)
         chain = build_chain(self.classifier, ops, self.shape(anchor.node))

@@ -21,6 +21,10 @@ from torch import nn
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
+from codegen.frontend.norm_ops import NORM as NORM
+from codegen.frontend.norm_ops import NORM_FUNCTIONS, NORM_MODULES, NORM_OPS, classify_norm
+from codegen.frontend.pool_ops import POOL as POOL
+from codegen.frontend.pool_ops import POOL_FUNCTIONS, POOL_MODULES, POOL_OPS, classify_pool
 
 # Families: which template could implement a node.
 ELEMENTWISE = "elementwise"
@@ -141,7 +145,8 @@ _FUNCTIONS: dict[int, str] = _collect(
         ("view", [torch.squeeze, torch.t, torch.split, torch.chunk, torch.unbind, torch.narrow]),
         ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),
         *CONV_FUNCTIONS,
-        ("max_pool2d", [F.max_pool2d, _maybe(torch, "max_pool2d")]),
+        *POOL_FUNCTIONS,
+        *NORM_FUNCTIONS,
         ("batch_norm", [F.batch_norm]),
         ("cat", [torch.cat, torch.concat]),
     ]
@@ -204,9 +209,8 @@ _MODULES: list[tuple[type, str]] = [
     (nn.BatchNorm2d, "batch_norm"),
     (nn.BatchNorm3d, "batch_norm"),
     *CONV_MODULES,
-    (nn.MaxPool2d, "max_pool2d"),
-    (nn.AvgPool2d, "avg_pool2d"),
-    (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d"),
+    *POOL_MODULES,
+    *NORM_MODULES,
     (nn.Flatten, "view"),
     (nn.Unflatten, "view"),
 ]
@@ -343,6 +347,10 @@ class Classifier:
             self._batch_norm(spec)
         elif op in CONV_OPS:
             classify_conv(self, spec)
+        elif op in POOL_OPS:
+            classify_pool(self, spec)
+        elif op in NORM_OPS:
+            classify_norm(self, spec)
         else:
             spec.reason = f"no template for {op}"
         return spec
@@ -628,8 +636,8 @@ class Classifier:
             self.reject(spec, "functional batch_norm is kept as PyTorch")
             return
         value = self.value(spec.node.args[0])
-        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or value.dim() != 4:
-            self.reject(spec, "batch_norm of a non-4-D or non-float32 tensor")
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32 or not 2 <= value.dim() <= 5:
+            self.reject(spec, "batch_norm of a non-float32 tensor or one of fewer than 2 or more than 5 dims")
             return
         if module.track_running_stats and module.momentum is None:
             self.reject(spec, "batch_norm with cumulative averaging (momentum=None)")

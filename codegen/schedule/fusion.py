@@ -6,7 +6,8 @@ A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kerne
 - softmax / layer_norm / reduction: the row op, an elementwise prologue feeding it, and an
   elementwise epilogue after it;
 - batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue;
-- conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py).
+- conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py);
+- pool / group_norm: our pooling kernel or group/instance-norm statistics, elementwise epilogue fused.
 Everything else stays PyTorch ('reference').
 
 Nodes are first re-scheduled so that an elementwise consumer directly follows its producer when the
@@ -35,8 +36,10 @@ from codegen.frontend.ops import (
     GEMM,
     INPUT,
     LAYER_NORM,
+    NORM,
     OTHER,
     OUTPUT,
+    POOL,
     REDUCTION,
     SCALAR,
     SOFTMAX,
@@ -47,7 +50,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -60,6 +63,8 @@ COMPLEXITY = {
     LAYER_NORM: 3,
     SOFTMAX: 3,
     REDUCTION: 2,
+    POOL: 2,
+    NORM: 4,
     ELEMENTWISE: 1,
     REFERENCE: 0,
 }
@@ -314,7 +319,9 @@ class FusionPlanner:
         inside = [o for o in operand_nodes if o in members]
         if not inside:
             return False
-        if group.kind in ROW_FAMILIES and (len(tail.users) != 1 or any(o is not tail for o in inside)):
+        if group.kind in (*ROW_FAMILIES, POOL) and (
+            len(tail.users) != 1 or any(o is not tail for o in inside)
+        ):
             return False
         count = len({id(o) for o in self._group_tensor_operands(group)} | {id(o) for o in operand_nodes})
         return count <= MAX_TENSOR_OPERANDS

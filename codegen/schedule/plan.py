@@ -171,6 +171,10 @@ def _template(classifier: Classifier, group: Group) -> str:
         return "bn_stats+ew"
     if group.kind == CONV:
         return conv_template(classifier, group)
+    if group.kind == "group_norm":
+        return "gn_stats+ew"
+    if group.kind == "pool":
+        return f"pool_{group.anchor.args['params'].kind}" + ("+epilogue" if group.epilogue else "")
     return "pytorch"
 
 

@@ -29,10 +29,12 @@ _LIB_KIND = {
     "softmax": ("softmax",),
     "layernorm": ("layer_norm",),
     "conv": ("conv",),
+    "pool": ("pool",),
+    "groupnorm": ("group_norm",),
 }
 _LIB_KIND |= {
     "reduce": ("reduction",),
-    "elementwise": ("elementwise", "batch_norm", "gemm", "softmax", "layer_norm", "conv"),
+    "elementwise": ("elementwise", "batch_norm", "gemm", "softmax", "layer_norm", "conv", "group_norm"),
 }
 
 

@@ -33,6 +33,7 @@ FAMILIES = {
     "gemm + exact-gelu epilogue": "level2/2_Linear_GELU_Scale.py",
     "batchnorm + residual epilogue": "level3/3_ResNet_BasicBlock.py",
     "cudnn convolutions of every kind": "level2/9_Conv_Families.py",
+    "pooling of every kind + batchnorm1d + group/instance norm": "level2/11_Pool_Families.py",
 }
 # Builds and loads one program in a fresh interpreter exactly as KernelBench's harness does
 # (docs/kernelbench.md §1): the reference exec'd into a dict, then the program, with two lines put
@@ -100,6 +101,12 @@ def test_program_builds_and_imports(builds: dict[str, dict[str, object]], family
         assert "gemm" in out["functions"]
     if "batchnorm" in family:
         assert {"bn_stats", "bn_finalize"} <= set(out["functions"])
+    if "pooling" in family:
+        assert any(f.startswith("pool_") for f in out["functions"]) and {
+            "bn_stats",
+            "gn_stats",
+            "gn_finalize",
+        } <= set(out["functions"])
     if "cudnn" in family:  # the cuDNN launcher plus our epilogue kernels, linked against libcudnn
         assert "conv" in out["functions"] and any(f.startswith("ew_") for f in out["functions"])
 

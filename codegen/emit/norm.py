@@ -1,0 +1,76 @@
+"""Code for a group-norm / instance-norm group: statistics kernels, then one fused elementwise pass.
+
+templates/groupnorm.cuh sums each (sample, group) slab in double and turns the sums into a
+per-(sample, channel) mean and scale (rstd x gamma); the normalisation `(x - mean) * scale + beta`
+is the elementwise `bn_affine` op, so the group's epilogue fuses into that single pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codegen.emit.kernels import ChainOp, GroupWriter, Helper, Token, build_chain, spec_ops
+from codegen.schedule.fusion import Group
+
+GN_STATS_PARAMS: list[tuple[str, str]] = [
+    ("const float*", "x"),
+    ("double*", "sum"),
+    ("double*", "sumsq"),
+    ("int64_t", "rows"),
+    ("int64_t", "seg"),
+]
+GN_FINALIZE_PARAMS: list[tuple[str, str]] = [
+    ("const double*", "sum"),
+    ("const double*", "sumsq"),
+    ("const float*", "weight"),
+    ("float*", "mean_out"),
+    ("float*", "scale_out"),
+    ("int64_t", "N"),
+    ("int64_t", "C"),
+    ("int64_t", "G"),
+    ("double", "count"),
+    ("float", "eps"),
+]
+
+
+def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
+    """Fill `helper` for a group-norm group; returns (template, launches)."""
+    writer.unit.use("groupnorm", "elementwise")
+    writer.unit.library_launcher("gn_stats", GN_STATS_PARAMS, group.id)
+    writer.unit.library_launcher("gn_finalize", GN_FINALIZE_PARAMS, group.id)
+    anchor = group.anchor
+    assert anchor is not None
+    args = anchor.args
+    ones = ", 1" * (len(writer.shape(anchor.node)) - 2)
+    groups = "c" if args["groups"] is None else str(args["groups"])
+    helper.lines += [
+        f"x = {helper.ref(args['input'])}.contiguous()",
+        "n, c = x.shape[0], x.shape[1]",
+        f"groups = {groups}",
+        "seg = x[0].numel() // groups",
+        "stream = _stitch_stream(x)",
+        "sums = torch.zeros(2, n * groups, device=x.device, dtype=torch.float64)",
+        "mean = torch.empty(n, c, device=x.device, dtype=torch.float32)",
+        "scale = torch.empty(n, c, device=x.device, dtype=torch.float32)",
+    ]
+    if args.get("weight") is not None:
+        helper.lines += [f"gamma = {helper.ref(args['weight'])}.contiguous()", "gamma_ptr = gamma.data_ptr()"]
+    else:
+        helper.lines.append("gamma_ptr = 0")
+    helper.lines += [
+        "_ext.gn_stats(x.data_ptr(), sums[0].data_ptr(), sums[1].data_ptr(), n * groups, seg, stream)",
+        "_ext.gn_finalize(sums[0].data_ptr(), sums[1].data_ptr(), gamma_ptr, mean.data_ptr(), scale.data_ptr(),"
+        f" n, c, groups, float(seg), {float(args['eps'])!r}, stream)",
+        f"mean_c, scale_c = mean.view(n, c{ones}), scale.view(n, c{ones})",
+    ]
+    mean_t, scale_t, beta_t = Token("mean_c", False), Token("scale_c", False), Token("beta_c", False)
+    helper.locals.update({mean_t: "mean_c", scale_t: "scale_c", beta_t: "beta_c"})
+    operands: list[Any] = [args["input"], mean_t, scale_t]
+    if args.get("bias") is not None:
+        helper.lines.append(f"beta_c = {helper.ref(args['bias'])}.view(-1{ones})")
+        operands.append(beta_t)
+    ops = [ChainOp("bn_affine", operands, {}, anchor.node)] + spec_ops(group.epilogue)
+    chain = build_chain(writer.classifier, ops, writer.shape(anchor.node))
+    helper.locals[args["input"]] = "x"
+    helper.returns = writer._ew_call(helper, chain, group.outputs, group, "e_", None)
+    return "gn_stats+ew" + ("_epilogue" if group.epilogue else ""), 3

@@ -1,0 +1,83 @@
+"""Code for a pool group: one launch of our pooling kernel (templates/pool.cuh), epilogue fused.
+
+The helper computes the output shape at run time (PyTorch's formulas, ceil mode included), the
+launcher bakes the window constants in, and the group's elementwise epilogue is applied on store.
+"""
+
+from __future__ import annotations
+
+from codegen.emit.kernels import GroupWriter, Helper, _init, _prefixed, build_chain, epi_functor, spec_ops
+from codegen.frontend.pool_ops import PoolParams
+from codegen.schedule.fusion import Group
+
+_MODES = {"max": 0, "avg": 1, "adaptive_avg": 2, "adaptive_max": 3}
+
+
+def _padded3(values: tuple[int, ...], fill: int) -> list[int]:
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
+    """Fill `helper` for a pool group; returns (template, launches)."""
+    writer.unit.use("pool")
+    anchor = group.anchor
+    assert anchor is not None
+    params: PoolParams = anchor.args["params"]
+    nd = params.nd
+    helper.lines += [
+        f"x = {helper.ref(anchor.args['input'])}.contiguous()",
+        f"lead, sizes = x.shape[:-{nd}], x.shape[-{nd}:]",
+    ]
+    outs = []
+    for i in range(nd):
+        if params.adaptive:
+            size = params.output_size[i]
+            outs.append(f"sizes[{i}]" if size is None else str(size))
+        else:
+            k, st, p, d = params.kernel[i], params.stride[i], params.padding[i], params.dilation[i]
+            extra = 2 * p - d * (k - 1) - 1 + (st - 1 if params.ceil_mode else 0)
+            helper.lines.append(f"o{i} = (sizes[{i}] + {extra}) // {st} + 1")
+            if params.ceil_mode:  # a window may not start in the right padding (PyTorch's rule)
+                helper.lines.append(f"o{i} -= 1 if (o{i} - 1) * {st} >= sizes[{i}] + {p} else 0")
+            outs.append(f"o{i}")
+    helper.lines += [
+        f"out_sizes = ({', '.join(outs)},)",
+        "y = torch.empty(tuple(lead) + out_sizes, device=x.device, dtype=torch.float32)",
+        "planes = math.prod(lead)",
+        "i3 = (1,) * (3 - len(sizes)) + tuple(sizes)",
+        "o3 = (1,) * (3 - len(out_sizes)) + tuple(out_sizes)",
+    ]
+    value_node = anchor.node
+    epi_chain = build_chain(
+        writer.classifier, spec_ops(group.epilogue), writer.shape(value_node), seed=value_node
+    )
+    epi_result = group.epilogue[-1].node if group.epilogue else value_node
+    epi = epi_functor(writer.unit, epi_chain, epi_result, group.id)
+    window = _padded3(params.kernel, 1) + _padded3(params.stride, 1) + _padded3(params.padding, 0)
+    window += _padded3(params.dilation, 1)
+    if params.adaptive:
+        window = [1] * 12
+    consts = ", ".join(str(v) for v in window)
+    shape_init = (
+        f"  const StitchPoolShape s{{planes, id, ih, iw, od, oh, ow, {consts}, "
+        f"{1 if params.count_include_pad else 0}, {params.divisor}}};"
+    )
+    dims = [("int64_t", n) for n in ("planes", "id", "ih", "iw", "od", "oh", "ow")]
+    epi_fields = _prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
+    launch_params = [("const float*", "x"), ("float*", "y"), *dims, *epi_fields]
+    body = "\n".join(
+        [
+            _init(epi, "epi", epi_chain.fields(), "e_"),
+            shape_init,
+            f"  return stitch_pool_run<{_MODES[params.kind]}, {epi}>(x, y, s, epi, stream);",
+        ]
+    )
+    launcher = writer.unit.launcher("pool", launch_params, body, group.id)
+    call = ["x.data_ptr()", "y.data_ptr()", "planes", "i3[0]", "i3[1]", "i3[2]", "o3[0]", "o3[1]", "o3[2]"]
+    if epi_chain.ops:
+        helper.lines.append("y_shape = tuple(y.shape)")
+        helper.prepare_chain(epi_chain, "e_", "y_shape", False)
+        call += helper.chain_args(epi_chain, "e_")
+    helper.lines.append(f"_ext.{launcher}({', '.join(call + ['_stitch_stream(y)'])})")
+    helper.returns = ["y" for _ in group.outputs]
+    return f"pool_{params.kind}" + ("+epilogue" if group.epilogue else ""), 1

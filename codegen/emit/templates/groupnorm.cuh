@@ -1,0 +1,82 @@
+// lib groupnorm: statistics of group norm and instance norm. Each (sample, group) slab is `seg`
+// contiguous floats; several blocks share a long slab (enough blocks to fill the GPU even for
+// N * G = 32 slabs), each reducing its chunk with 16-byte loads into double sums, then one double
+// atomicAdd per block and slab. The finalize kernel turns the sums into a per-(sample, channel) mean
+// and scale (rstd times gamma); the normalisation is a generated elementwise kernel (bn_affine) with
+// the group's epilogue fused, as for batch norm.
+
+__global__ void stitch_gn_stats_kernel(const float* x, double* sum, double* sumsq, int64_t rows, int64_t seg,
+                                       int64_t chunk, int64_t splits, int vec) {
+  __shared__ double red[32];
+  for (int64_t job = blockIdx.x; job < rows * splits; job += gridDim.x) {
+    const int64_t row = job / splits;
+    const int64_t begin = (job % splits) * chunk;
+    const int64_t end = min(begin + chunk, seg);
+    const float* p = x + row * seg;
+    double s = 0.0;
+    double q = 0.0;
+    if (vec) {  // begin, end and the slab start are multiples of 4 floats
+      for (int64_t k = begin + 4 * (int64_t)threadIdx.x; k < end; k += 4 * (int64_t)blockDim.x) {
+        const float4 v = *reinterpret_cast<const float4*>(p + k);
+        const double a = v.x, b = v.y, c = v.z, d = v.w;
+        s += (a + b) + (c + d);
+        q += (a * a + b * b) + (c * c + d * d);
+      }
+    } else {
+      for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+        const double a = (double)p[k];
+        s += a;
+        q += a * a;
+      }
+    }
+    s = stitch_block_reduce(s, StitchSumOp(), 0.0, red);
+    q = stitch_block_reduce(q, StitchSumOp(), 0.0, red);
+    if (threadIdx.x == 0) {
+      atomicAdd(&sum[row], s);
+      atomicAdd(&sumsq[row], q);
+    }
+  }
+}
+
+__global__ void stitch_gn_finalize_kernel(const double* sum, const double* sumsq, const float* weight, float* mean_out,
+                                          float* scale_out, int64_t N, int64_t C, int64_t G, double count,
+                                          float eps) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N * C) return;
+  const int64_t c = i % C;
+  const int64_t row = (i / C) * G + c / (C / G);
+  const double mean = sum[row] / count;
+  double var = sumsq[row] / count - mean * mean;
+  if (var < 0.0) var = 0.0;
+  const double w = weight != nullptr ? (double)weight[c] : 1.0;
+  mean_out[i] = (float)mean;
+  scale_out[i] = (float)(w / sqrt(var + (double)eps));
+}
+
+extern "C" int stitch_gn_stats(const float* x, double* sum, double* sumsq, int64_t rows, int64_t seg,
+                               cudaStream_t stream) {
+  if (rows * seg <= 0) return (int)cudaGetLastError();
+  const int threads = seg >= 4096 ? 512 : 256;
+  // Split each slab so that the grid holds ~4 blocks per SM, each chunk at least 8 floats per thread.
+  const int64_t want = ((int64_t)stitch_sm_count() * 4 + rows - 1) / rows;
+  const int64_t most = (seg + threads * 8 - 1) / (threads * 8);
+  const int64_t splits = want < 1 ? 1 : (want > most ? (most < 1 ? 1 : most) : want);
+  int64_t chunk = (seg + splits - 1) / splits;
+  chunk = (chunk + 3) / 4 * 4;
+  const int vec = (seg % 4 == 0) && stitch_aligned16(x);
+  const int64_t jobs = rows * splits;
+  const unsigned grid = (unsigned)(jobs < 2147483647LL ? jobs : 2147483647LL);
+  stitch_gn_stats_kernel<<<grid, threads, 0, stream>>>(x, sum, sumsq, rows, seg, chunk, splits, vec);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int stitch_gn_finalize(const double* sum, const double* sumsq, const float* weight, float* mean_out,
+                                  float* scale_out, int64_t N, int64_t C, int64_t G, double count, float eps,
+                                  cudaStream_t stream) {
+  if (N * C <= 0) return (int)cudaGetLastError();
+  const int threads = 128;
+  const unsigned grid = (unsigned)((N * C + threads - 1) / threads);
+  stitch_gn_finalize_kernel<<<grid, threads, 0, stream>>>(sum, sumsq, weight, mean_out, scale_out, N, C, G, count,
+                                                          eps);
+  return (int)cudaGetLastError();
+}
