@@ -21,6 +21,8 @@ from torch import nn
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
+from codegen.frontend.scan_ops import SCAN as SCAN  # re-exported with the other family names
+from codegen.frontend.scan_ops import SCAN_FUNCTIONS, SCAN_OPS, classify_scan
 
 # Families: which template could implement a node.
 ELEMENTWISE = "elementwise"
@@ -141,6 +143,7 @@ _FUNCTIONS: dict[int, str] = _collect(
         ("view", [torch.squeeze, torch.t, torch.split, torch.chunk, torch.unbind, torch.narrow]),
         ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),
         *CONV_FUNCTIONS,
+        *SCAN_FUNCTIONS,
         ("max_pool2d", [F.max_pool2d, _maybe(torch, "max_pool2d")]),
         ("batch_norm", [F.batch_norm]),
         ("cat", [torch.cat, torch.concat]),
@@ -343,6 +346,8 @@ class Classifier:
             self._batch_norm(spec)
         elif op in CONV_OPS:
             classify_conv(self, spec)
+        elif op in SCAN_OPS:
+            classify_scan(self, spec)
         else:
             spec.reason = f"no template for {op}"
         return spec
