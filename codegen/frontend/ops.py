@@ -18,6 +18,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from codegen.frontend import activation_ops as act
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
@@ -144,6 +145,7 @@ _FUNCTIONS: dict[int, str] = _collect(
         ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),
         *CONV_FUNCTIONS,
         *SCAN_FUNCTIONS,
+        *act.ACTIVATION_FUNCTIONS,
         ("max_pool2d", [F.max_pool2d, _maybe(torch, "max_pool2d")]),
         ("batch_norm", [F.batch_norm]),
         ("cat", [torch.cat, torch.concat]),
@@ -207,6 +209,7 @@ _MODULES: list[tuple[type, str]] = [
     (nn.BatchNorm2d, "batch_norm"),
     (nn.BatchNorm3d, "batch_norm"),
     *CONV_MODULES,
+    *act.ACTIVATION_MODULES,
     (nn.MaxPool2d, "max_pool2d"),
     (nn.AvgPool2d, "avg_pool2d"),
     (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d"),
@@ -219,6 +222,7 @@ _ELEMENTWISE_OPS = frozenset(
     | {"sin", "cos", "reciprocal", "square", "log1p", "expm1", "clamp", "hardtanh", "relu6"}
     | {"leaky_relu", "elu", "softplus", "mish", "hardswish", "hardsigmoid", "add", "sub", "mul"}
     | {"div", "pow", "maximum", "minimum", "identity", "dropout"}
+    | act.ACTIVATION_OPS
 )
 _REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min"})
 _GEMMS = frozenset({"linear", "matmul", "mm", "bmm", "addmm"})
@@ -259,6 +263,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "amin": ("input", "dim", "keepdim"),
     "max": ("input", "dim", "keepdim"),
     "min": ("input", "dim", "keepdim"),
+    **act.ACTIVATION_SIGNATURES,
 }
 
 
@@ -441,7 +446,7 @@ class Classifier:
                 self.reject(spec, "dropout with p > 0 is random; kept as PyTorch")
                 return
             op = spec.op = "identity"
-        for name in ("min", "max", "min_val", "max_val", "negative_slope", "alpha", "beta", "threshold"):
+        for name in act.NUMERIC_PARAMS:
             if name in params and not isinstance(params[name], (int, float)):
                 self.reject(spec, f"{op}: non-constant {name}")
                 return
@@ -644,6 +649,8 @@ class Classifier:
 
 
 def _module_params(op: str, module: nn.Module) -> dict[str, Any]:
+    if op in act.ACTIVATION_OPS:
+        return act.activation_params(op, vars(module))
     if op == "gelu":
         return {"approximate": module.approximate}
     if op in ("hardtanh", "relu6"):
@@ -693,6 +700,8 @@ def _elementwise_operands(op: str, bound: dict[str, Any]) -> tuple[list[Any] | N
         params["alpha"] = bound.get("alpha", 1.0)
     elif op == "softplus":
         params["beta"], params["threshold"] = bound.get("beta", 1.0), bound.get("threshold", 20.0)
+    elif op in act.ACTIVATION_OPS:
+        params.update(act.activation_params(op, bound))
     elif op == "dropout":
         training = bound.get("training", True)
         params["p"] = bound.get("p", 0.5) if training is not False else 0.0

@@ -128,6 +128,8 @@ def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
     (folder / "variants.py").write_text(VARIANTS)
     (folder / "prologues.py").write_text(PROLOGUES)
     problems = [("variants", folder / "variants.py", False), ("prologues", folder / "prologues.py", False)]
+    activations = REPO / "tests" / "fixtures" / "problems" / "level1" / "40_Activations.py"
+    problems += [("activations", activations, False)]  # the added elementwise activations' numerics
     problems += [(p.stem, p, True) for p in suite_problems()]
     manifest: list[dict[str, Any]] = []
     for label, path, timed in problems:
