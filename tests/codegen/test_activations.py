@@ -4,6 +4,7 @@ their parameters bound from calls and modules; numerics are in tests/gpu/test_sc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from codegen.emit.assemble import Options, assemble
 from codegen.frontend.ops import ELEMENTWISE
@@ -15,7 +16,7 @@ PROBLEM = Path(__file__).parents[1] / "fixtures" / "problems" / "level1" / "40_A
 
 def test_every_added_activation_is_one_of_our_elementwise_ops_with_its_parameters() -> None:
     analysis = analyse(Task(name=PROBLEM.stem, path=str(PROBLEM), source=PROBLEM.read_text()))
-    specs = {}
+    specs: dict[str, list[Any]] = {}
     for spec in analysis.specs:
         specs.setdefault(spec.op, []).append(spec)
     for op in ("selu", "celu", "softsign", "logsigmoid", "tanhshrink", "hardshrink", "softshrink"):
