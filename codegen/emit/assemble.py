@@ -25,8 +25,9 @@ from codegen.emit.expressions import ExprError
 from codegen.emit.kernels import CodegenError, GroupWriter
 from codegen.emit.norm import write_norm
 from codegen.emit.pool import write_pool
+from codegen.emit.scan import write_scan
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import ATTR, CONV, NORM, OUTPUT, POOL, SCALAR, VIEW
+from codegen.frontend.ops import ATTR, CONV, NORM, OUTPUT, POOL, SCALAR, SCAN, VIEW
 from codegen.frontend.source import indent
 from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
@@ -47,6 +48,7 @@ FAMILY_WRITERS = {
     CONV: write_conv,
     POOL: write_pool,
     NORM: write_norm,
+    SCAN: write_scan,
 }  # group kinds written outside codegen.emit.kernels
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
 

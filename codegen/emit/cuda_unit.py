@@ -20,6 +20,7 @@ LIB_ORDER = (
     "softmax",
     "layernorm",
     "reduce",
+    "scan",
     "batchnorm",
     "gemm",
     "conv",

@@ -118,6 +118,23 @@ def op_expr(op: str, args: list[str], params: dict[str, Any], constants: list[An
         return f"({a} * {beta} > {threshold} ? {a} : log1pf(expf({a} * {beta})) / {beta})"
     if op == "mish":
         return f"({a} * tanhf({a} > 20.0f ? {a} : log1pf(expf({a}))))"
+    if op == "selu":  # scale * elu(x, alpha) with PyTorch's constants
+        return f"(1.0507009873554805f * ({a} > 0.0f ? {a} : 1.6732632423543772f * expm1f({a})))"
+    if op == "celu":
+        alpha = _param(params, "alpha", 1.0)
+        return f"({a} > 0.0f ? {a} : {alpha} * expm1f({a} / {alpha}))"
+    if op == "softsign":
+        return f"({a} / (1.0f + fabsf({a})))"
+    if op == "logsigmoid":  # min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|
+        return f"(fminf({a}, 0.0f) - log1pf(expf(-fabsf({a}))))"
+    if op == "tanhshrink":
+        return f"({a} - tanhf({a}))"
+    if op == "hardshrink":
+        lambd = _param(params, "lambd", 0.5)
+        return f"(({a} > {lambd} || {a} < -{lambd}) ? {a} : 0.0f)"
+    if op == "softshrink":
+        lambd = _param(params, "lambd", 0.5)
+        return f"({a} > {lambd} ? {a} - {lambd} : ({a} < -{lambd} ? {a} + {lambd} : 0.0f))"
     if op == "hardsigmoid":
         return f"(stitch_clamp({a} + 3.0f, 0.0f, 6.0f) / 6.0f)"
     if op == "hardswish":

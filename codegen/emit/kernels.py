@@ -21,6 +21,8 @@ import torch.fx as fx
 
 from codegen.emit.cuda_unit import NAME_PLACEHOLDER, CudaUnit
 from codegen.emit.expressions import c_float, op_expr
+from codegen.emit.row_io import RowIO
+from codegen.emit.row_io import functor_init as _init
 from codegen.frontend.ops import Classifier, ModuleAttr, OpSpec, python_attr_path
 from codegen.schedule.fusion import (
     BATCH_NORM,
@@ -227,17 +229,6 @@ def epi_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
         + "\n  }\n"
     )
     return unit.define("StitchEpi", _struct(chain.fields(), methods), group)
-
-
-def _init(struct: str, var: str, members: list[tuple[str, str]], prefix: str) -> str:
-    if struct == "StitchNoEpi":
-        return f"  const StitchNoEpi {var}{{}};"
-    values = ", ".join(f"{prefix}{name}" for _, name in members)
-    return f"  const {struct} {var}{{{values}}};"
-
-
-def _prefixed(fields: list[tuple[str, str]], prefix: str) -> list[tuple[str, str]]:
-    return [(ctype, f"{prefix}{name}") for ctype, name in fields]
 
 
 # ---- Python helpers ---------------------------------------------------------------------------------
@@ -490,32 +481,35 @@ class GroupWriter:
         helper.returns = [names[n] for n in group.outputs]
         return launches
 
-    # -- softmax / layernorm / reductions with fused prologue and epilogue --
-    def _row(self, group: Group, helper: Helper) -> tuple[str, int]:
+    # -- softmax / layernorm / reductions (and scans, emit/scan.py) with fused prologue and epilogue --
+    def row_io(self, group: Group, helper: Helper) -> RowIO:
+        """The fused load (prologue) and store (epilogue) functors of a row-family group; the helper
+        gets `p_shape` (the input's shape) and the prologue's operands."""
         anchor = group.anchor
         assert anchor is not None
         source = anchor.args["input"]
-        in_shape = self.shape(source)
-        pro_ops = spec_ops(group.prologue)
-        pro_chain = build_chain(self.classifier, pro_ops, in_shape)
+        pro_chain = build_chain(self.classifier, spec_ops(group.prologue), self.shape(source))
         pro_result = group.prologue[-1].node if group.prologue else source
-        if not pro_ops:
-            pro_chain.full = [source]
-        value_node = group.absorbed[-1] if group.absorbed else anchor.node
-        out_shape = self.shape(value_node)
-        epi_chain = build_chain(self.classifier, spec_ops(group.epilogue), out_shape, seed=value_node)
+        pro_chain.full = pro_chain.full if group.prologue else [source]
+        value_node = (
+            group.trail[-1].node if group.trail else group.absorbed[-1] if group.absorbed else anchor.node
+        )
+        epi_chain = build_chain(
+            self.classifier, spec_ops(group.epilogue), self.shape(value_node), seed=value_node
+        )
         epi_result = group.epilogue[-1].node if group.epilogue else value_node
         pro = pro_functor(self.unit, pro_chain, pro_result, group.id)
         epi = epi_functor(self.unit, epi_chain, epi_result, group.id)
-
         helper.prepare_chain(pro_chain, "p_", "p_shape", compute_shape=True)
-        device = "p_f0" if pro_chain.full else "p_b0"
-        pro_fields = _prefixed(pro_chain.fields(), "p_")
-        epi_fields = _prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
-        pro_init = _init(pro, "pro", pro_chain.fields(), "p_")
-        epi_init = _init(epi, "epi", epi_chain.fields(), "e_")
-        call = helper.chain_args(pro_chain, "p_")
-        alloc = f"torch.empty({{}}, device={device}.device, dtype=torch.float32)"
+        return RowIO.build(helper, pro_chain, epi_chain, pro, epi)
+
+    def _row(self, group: Group, helper: Helper) -> tuple[str, int]:
+        anchor = group.anchor
+        assert anchor is not None
+        in_shape = self.shape(anchor.args["input"])
+        io = self.row_io(group, helper)
+        pro_fields, epi_fields, pro_init, epi_init = io.pro_fields, io.epi_fields, io.pro_init, io.epi_init
+        pro, epi, call, alloc = io.pro, io.epi, io.call, io.alloc
 
         if anchor.family == REDUCTION:
             dims = anchor.args["dims"]
@@ -603,17 +597,10 @@ class GroupWriter:
                     eps,
                 ]
                 template = "layernorm_rows"
-        if epi_chain.ops:
-            helper.prepare_chain(
-                epi_chain, "e_", "y_shape" if anchor.family == REDUCTION else "p_shape", False
-            )
-            call += helper.chain_args(epi_chain, "e_")
+        io.add_epilogue_args(helper, "y_shape" if anchor.family == REDUCTION else "p_shape")
         launcher = self.unit.launcher(template.split("_")[0], params, body, group.id)
         helper.lines.append(f"_ext.{launcher}({', '.join(call + tail_args + ['_stitch_stream(y)'])})")
-        returns = []
-        for node in group.outputs:
-            returns.append("saved" if saved and group.prologue and node is group.prologue[-1].node else "y")
-        helper.returns = returns
+        helper.returns = io.returns(group, saved)
         if group.prologue:
             template += "+prologue"
         if group.epilogue:

@@ -18,6 +18,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from codegen.frontend import activation_ops as act
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
@@ -25,6 +26,8 @@ from codegen.frontend.norm_ops import NORM as NORM
 from codegen.frontend.norm_ops import NORM_FUNCTIONS, NORM_MODULES, NORM_OPS, classify_norm
 from codegen.frontend.pool_ops import POOL as POOL
 from codegen.frontend.pool_ops import POOL_FUNCTIONS, POOL_MODULES, POOL_OPS, classify_pool
+from codegen.frontend.scan_ops import SCAN as SCAN  # re-exported with the other family names
+from codegen.frontend.scan_ops import SCAN_FUNCTIONS, SCAN_OPS, classify_scan
 
 # Families: which template could implement a node.
 ELEMENTWISE = "elementwise"
@@ -147,6 +150,8 @@ _FUNCTIONS: dict[int, str] = _collect(
         *CONV_FUNCTIONS,
         *POOL_FUNCTIONS,
         *NORM_FUNCTIONS,
+        *SCAN_FUNCTIONS,
+        *act.ACTIVATION_FUNCTIONS,
         ("batch_norm", [F.batch_norm]),
         ("cat", [torch.cat, torch.concat]),
     ]
@@ -211,6 +216,7 @@ _MODULES: list[tuple[type, str]] = [
     *CONV_MODULES,
     *POOL_MODULES,
     *NORM_MODULES,
+    *act.ACTIVATION_MODULES,
     (nn.Flatten, "view"),
     (nn.Unflatten, "view"),
 ]
@@ -220,6 +226,7 @@ _ELEMENTWISE_OPS = frozenset(
     | {"sin", "cos", "reciprocal", "square", "log1p", "expm1", "clamp", "hardtanh", "relu6"}
     | {"leaky_relu", "elu", "softplus", "mish", "hardswish", "hardsigmoid", "add", "sub", "mul"}
     | {"div", "pow", "maximum", "minimum", "identity", "dropout"}
+    | act.ACTIVATION_OPS
 )
 _REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min"})
 _GEMMS = frozenset({"linear", "matmul", "mm", "bmm", "addmm"})
@@ -260,6 +267,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "amin": ("input", "dim", "keepdim"),
     "max": ("input", "dim", "keepdim"),
     "min": ("input", "dim", "keepdim"),
+    **act.ACTIVATION_SIGNATURES,
 }
 
 
@@ -351,6 +359,8 @@ class Classifier:
             classify_pool(self, spec)
         elif op in NORM_OPS:
             classify_norm(self, spec)
+        elif op in SCAN_OPS:
+            classify_scan(self, spec)
         else:
             spec.reason = f"no template for {op}"
         return spec
@@ -444,7 +454,7 @@ class Classifier:
                 self.reject(spec, "dropout with p > 0 is random; kept as PyTorch")
                 return
             op = spec.op = "identity"
-        for name in ("min", "max", "min_val", "max_val", "negative_slope", "alpha", "beta", "threshold"):
+        for name in act.NUMERIC_PARAMS:
             if name in params and not isinstance(params[name], (int, float)):
                 self.reject(spec, f"{op}: non-constant {name}")
                 return
@@ -647,6 +657,8 @@ class Classifier:
 
 
 def _module_params(op: str, module: nn.Module) -> dict[str, Any]:
+    if op in act.ACTIVATION_OPS:
+        return act.activation_params(op, vars(module))
     if op == "gelu":
         return {"approximate": module.approximate}
     if op in ("hardtanh", "relu6"):
@@ -696,6 +708,8 @@ def _elementwise_operands(op: str, bound: dict[str, Any]) -> tuple[list[Any] | N
         params["alpha"] = bound.get("alpha", 1.0)
     elif op == "softplus":
         params["beta"], params["threshold"] = bound.get("beta", 1.0), bound.get("threshold", 20.0)
+    elif op in act.ACTIVATION_OPS:
+        params.update(act.activation_params(op, bound))
     elif op == "dropout":
         training = bound.get("training", True)
         params["p"] = bound.get("p", 0.5) if training is not False else 0.0

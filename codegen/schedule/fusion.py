@@ -42,6 +42,7 @@ from codegen.frontend.ops import (
     POOL,
     REDUCTION,
     SCALAR,
+    SCAN,
     SOFTMAX,
     VIEW,
     Classifier,
@@ -49,7 +50,7 @@ from codegen.frontend.ops import (
 )
 from codegen.schedule.conv import conv_has_split_form
 
-ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION)
+ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN)
 ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
@@ -62,6 +63,7 @@ COMPLEXITY = {
     BATCH_NORM: 4,
     LAYER_NORM: 3,
     SOFTMAX: 3,
+    SCAN: 3,
     REDUCTION: 2,
     POOL: 2,
     NORM: 4,
@@ -79,6 +81,10 @@ class Group:
     anchor: OpSpec | None = None
     prologue: list[OpSpec] = field(default_factory=list)
     epilogue: list[OpSpec] = field(default_factory=list)  # for elementwise groups: the whole chain
+    lead: list[OpSpec] = field(default_factory=list)  # non-elementwise ops the anchor's kernel does on load
+    trail: list[OpSpec] = field(
+        default_factory=list
+    )  # ... and on store (a scan's flips, frontend/scan_ops.py)
     absorbed: list[fx.Node] = field(default_factory=list)  # e.g. getitem(max(x, dim), 0)
     outputs: list[fx.Node] = field(default_factory=list)
     save_prologue: bool = False
@@ -88,7 +94,7 @@ class Group:
 
     @property
     def specs(self) -> list[OpSpec]:
-        return self.prologue + ([self.anchor] if self.anchor else []) + self.epilogue
+        return self.prologue + self.lead + ([self.anchor] if self.anchor else []) + self.trail + self.epilogue
 
     @property
     def members(self) -> list[fx.Node]:
@@ -103,6 +109,8 @@ class Group:
         """The node whose value is the group's main result."""
         if self.epilogue:
             return self.epilogue[-1].node
+        if self.trail:
+            return self.trail[-1].node
         if self.absorbed:
             return self.absorbed[-1]
         if self.anchor is not None:
@@ -253,7 +261,8 @@ class FusionPlanner:
     def build(self) -> list[Step]:
         steps: list[Step] = []
         open_group: Group | None = None
-        absorbed: set[fx.Node] = set()
+        # Nodes an anchor's kernel performs itself (frontend/scan_ops.py) are never steps of their own.
+        absorbed = {n for s in self.specs for n in (*s.args.get("lead", ()), *s.args.get("trail", ()))}
 
         def close() -> None:
             nonlocal open_group
@@ -302,10 +311,7 @@ class FusionPlanner:
                 return None
             return Group(id="", kind=ELEMENTWISE, epilogue=[spec])
         if spec.family in ANCHOR_FAMILIES:
-            group = Group(id="", kind=spec.family, anchor=spec)
-            if spec.family == REDUCTION and spec.args.get("with_indices"):
-                group.absorbed = [next(iter(spec.node.users))]
-            return group
+            return self._wrap(Group(id="", kind=spec.family, anchor=spec))
         return None
 
     def _can_extend(self, group: Group, spec: OpSpec) -> bool:
@@ -363,9 +369,17 @@ class FusionPlanner:
             merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(stolen))
         else:
             return None
+        return self._wrap(merged)
+
+    def _wrap(self, group: Group) -> Group:
+        """Give an anchor group the nodes its kernel absorbs (max's indices getitem, a scan's flips)."""
+        spec = group.anchor
+        assert spec is not None
         if spec.family == REDUCTION and spec.args.get("with_indices"):
-            merged.absorbed = [next(iter(spec.node.users))]
-        return merged
+            group.absorbed = [next(iter(spec.node.users))]
+        group.lead = [self.by_node[n] for n in spec.args.get("lead", ())]
+        group.trail = [self.by_node[n] for n in spec.args.get("trail", ())]
+        return group
 
     def _finish(self, group: Group) -> None:
         members = set(group.members)
@@ -444,7 +458,14 @@ def _split(group: Group) -> list[Group]:
     else:
         for spec in group.prologue:
             piece(ELEMENTWISE, "prologue", epilogue=[spec])
-        anchor_piece = piece(group.kind, "anchor", anchor=group.anchor, absorbed=list(group.absorbed))
+        anchor_piece = piece(
+            group.kind,
+            "anchor",
+            anchor=group.anchor,
+            absorbed=list(group.absorbed),
+            lead=list(group.lead),
+            trail=list(group.trail),
+        )
         if group.kind in LIBRARY_FAMILIES:
             anchor_piece.epilogue = list(group.epilogue)  # the plain library call + one epilogue kernel
         else:

@@ -32,6 +32,7 @@ from codegen.schedule.fusion import (
     LAYER_NORM,
     REDUCTION,
     REFERENCE,
+    SCAN,
     SOFTMAX,
     FusionPlanner,
     Group,
@@ -169,6 +170,8 @@ def _template(classifier: Classifier, group: Group) -> str:
         return "reduce_rows_or_cols"
     if group.kind == BATCH_NORM:
         return "bn_stats+ew"
+    if group.kind == SCAN:
+        return "scan_reverse" if group.anchor.args["reverse"] else "scan"
     if group.kind == CONV:
         return conv_template(classifier, group)
     if group.kind == "group_norm":
