@@ -6,7 +6,8 @@ launcher bakes the window constants in, and the group's elementwise epilogue is 
 
 from __future__ import annotations
 
-from codegen.emit.kernels import GroupWriter, Helper, _init, _prefixed, build_chain, epi_functor, spec_ops
+from codegen.emit.kernels import GroupWriter, Helper, build_chain, epi_functor, spec_ops
+from codegen.emit.row_io import functor_init, prefixed
 from codegen.frontend.pool_ops import PoolParams
 from codegen.schedule.fusion import Group
 
@@ -63,11 +64,11 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         f"{1 if params.count_include_pad else 0}, {params.divisor}}};"
     )
     dims = [("int64_t", n) for n in ("planes", "id", "ih", "iw", "od", "oh", "ow")]
-    epi_fields = _prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
+    epi_fields = prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
     launch_params = [("const float*", "x"), ("float*", "y"), *dims, *epi_fields]
     body = "\n".join(
         [
-            _init(epi, "epi", epi_chain.fields(), "e_"),
+            functor_init(epi, "epi", epi_chain.fields(), "e_"),
             shape_init,
             f"  return stitch_pool_run<{_MODES[params.kind]}, {epi}>(x, y, s, epi, stream);",
         ]
