@@ -23,8 +23,9 @@ from codegen.emit.conv import write_conv
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.expressions import ExprError
 from codegen.emit.kernels import CodegenError, GroupWriter
+from codegen.emit.rnn import write_rnn
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import ATTR, CONV, OUTPUT, SCALAR, VIEW
+from codegen.frontend.ops import ATTR, CONV, OUTPUT, RNN, SCALAR, VIEW
 from codegen.frontend.source import indent
 from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
@@ -41,7 +42,7 @@ CORE_HELPERS = (
 GEMM_HELPERS = ("_stitch_mat", "_stitch_mm")
 CONV_HELPERS = ("_STITCH_CONV_WORKSPACES", "_stitch_conv_out_size", "_stitch_conv3", "_stitch_conv")
 CUDNN_BUILD_HELPERS = ("_stitch_cudnn_paths",)
-FAMILY_WRITERS = {CONV: write_conv}  # group kinds written outside codegen.emit.kernels
+FAMILY_WRITERS = {CONV: write_conv, RNN: write_rnn}  # group kinds written outside codegen.emit.kernels
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-LIB_ORDER = ("common", "elementwise", "softmax", "layernorm", "reduce", "batchnorm", "gemm", "conv")
+LIB_ORDER = ("common", "elementwise", "softmax", "layernorm", "reduce", "batchnorm", "gemm", "conv", "rnn")
 NAME_PLACEHOLDER = "@NAME@"
 _MARKER = re.compile(r"^\s*//\s*(group|lib)\s+(.+?)\s*(?::.*)?$")
 

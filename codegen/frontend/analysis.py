@@ -30,6 +30,7 @@ from codegen.frontend.ops import (
     ModuleAttr,
     OpSpec,
 )
+from codegen.frontend.rnn_ops import RNN, rnn_flops
 from graph.artifacts import OpInfo, TensorSpec
 
 # Cost per output element of elementwise ops whose math is more than one instruction.
@@ -88,6 +89,8 @@ def op_flops(classifier: Classifier, spec: OpSpec) -> int:
         return flops
     if spec.family == CONV:
         return conv_flops(classifier, spec)
+    if spec.family == RNN:
+        return rnn_flops(spec)
     if op in ("conv1d", "conv2d", "conv3d") and spec.node.op == "call_module":
         module = classifier.root.get_submodule(str(spec.node.target))
         per_output = math.prod(module.weight.shape[1:])  # (Cin / groups) * kernel volume

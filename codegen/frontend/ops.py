@@ -21,6 +21,8 @@ from torch import nn
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
+from codegen.frontend.rnn_ops import RNN as RNN  # re-exported
+from codegen.frontend.rnn_ops import RNN_MODULES, RNN_OPS, classify_rnn
 
 # Families: which template could implement a node.
 ELEMENTWISE = "elementwise"
@@ -204,6 +206,7 @@ _MODULES: list[tuple[type, str]] = [
     (nn.BatchNorm2d, "batch_norm"),
     (nn.BatchNorm3d, "batch_norm"),
     *CONV_MODULES,
+    *RNN_MODULES,
     (nn.MaxPool2d, "max_pool2d"),
     (nn.AvgPool2d, "avg_pool2d"),
     (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d"),
@@ -343,6 +346,8 @@ class Classifier:
             self._batch_norm(spec)
         elif op in CONV_OPS:
             classify_conv(self, spec)
+        elif op in RNN_OPS:
+            classify_rnn(self, spec)
         else:
             spec.reason = f"no template for {op}"
         return spec

@@ -38,6 +38,7 @@ from codegen.frontend.ops import (
     OTHER,
     OUTPUT,
     REDUCTION,
+    RNN,
     SCALAR,
     SOFTMAX,
     VIEW,
@@ -47,7 +48,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, RNN) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -56,6 +57,7 @@ LEVEL_NAMES = {0: "fused", 1: "split", 2: "reference"}
 COMPLEXITY = {
     GEMM: 5,
     CONV: 5,
+    RNN: 5,
     BATCH_NORM: 4,
     LAYER_NORM: 3,
     SOFTMAX: 3,
