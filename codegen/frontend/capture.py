@@ -32,6 +32,7 @@ import torch.fx as fx
 from torch import nn
 
 from codegen.frontend.decompose import FUNCTION_DECOMPOSITIONS, MODULE_DECOMPOSITIONS
+from codegen.frontend.rnn_ops import rnn_meta_result
 from tools.problem import exec_problem_source
 
 try:  # evaluating a leaf module inside the trace must not re-enter fx's patched Module.__call__
@@ -236,7 +237,9 @@ class _MetaTracer(fx.Tracer):
         if kind == "call_method":
             return getattr(args_v[0], target)(*args_v[1:], **kwargs_v)
         if kind == "call_module":
-            return self.root.get_submodule(target)(*args_v, **kwargs_v)
+            module = self.root.get_submodule(target)
+            shortcut = rnn_meta_result(module, args_v, kwargs_v)
+            return module(*args_v, **kwargs_v) if shortcut is None else shortcut
         if kind == "get_attr":
             obj: Any = self.root
             for part in target.split("."):
