@@ -25,9 +25,10 @@ from codegen.emit.expressions import ExprError
 from codegen.emit.kernels import CodegenError, GroupWriter
 from codegen.emit.norm import write_norm
 from codegen.emit.pool import write_pool
+from codegen.emit.rnn import write_rnn
 from codegen.emit.scan import write_scan
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import ATTR, CONV, NORM, OUTPUT, POOL, SCALAR, SCAN, VIEW
+from codegen.frontend.ops import ATTR, CONV, NORM, OUTPUT, POOL, RNN, SCALAR, SCAN, VIEW
 from codegen.frontend.source import indent
 from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
@@ -49,6 +50,7 @@ FAMILY_WRITERS = {
     POOL: write_pool,
     NORM: write_norm,
     SCAN: write_scan,
+    RNN: write_rnn,
 }  # group kinds written outside codegen.emit.kernels
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
 

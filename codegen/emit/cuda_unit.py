@@ -26,6 +26,7 @@ LIB_ORDER = (
     "conv",
     "pool",
     "groupnorm",
+    "rnn",
 )
 NAME_PLACEHOLDER = "@NAME@"
 _MARKER = re.compile(r"^\s*//\s*(group|lib)\s+(.+?)\s*(?::.*)?$")

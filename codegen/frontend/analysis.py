@@ -31,6 +31,7 @@ from codegen.frontend.ops import (
     OpSpec,
 )
 from codegen.frontend.pool_ops import pool_flops
+from codegen.frontend.rnn_ops import RNN, rnn_flops
 from graph.artifacts import OpInfo, TensorSpec
 
 # Cost per output element of elementwise ops whose math is more than one instruction.
@@ -91,6 +92,8 @@ def op_flops(classifier: Classifier, spec: OpSpec) -> int:
         return conv_flops(classifier, spec)
     if spec.family == "pool":
         return pool_flops(classifier, spec)
+    if spec.family == RNN:
+        return rnn_flops(spec)
     if op in ("conv1d", "conv2d", "conv3d") and spec.node.op == "call_module":
         module = classifier.root.get_submodule(str(spec.node.target))
         per_output = math.prod(module.weight.shape[1:])  # (Cin / groups) * kernel volume

@@ -26,6 +26,8 @@ from codegen.frontend.norm_ops import NORM as NORM
 from codegen.frontend.norm_ops import NORM_FUNCTIONS, NORM_MODULES, NORM_OPS, classify_norm
 from codegen.frontend.pool_ops import POOL as POOL
 from codegen.frontend.pool_ops import POOL_FUNCTIONS, POOL_MODULES, POOL_OPS, classify_pool
+from codegen.frontend.rnn_ops import RNN as RNN  # re-exported
+from codegen.frontend.rnn_ops import RNN_MODULES, RNN_OPS, classify_rnn
 from codegen.frontend.scan_ops import SCAN as SCAN  # re-exported with the other family names
 from codegen.frontend.scan_ops import SCAN_FUNCTIONS, SCAN_OPS, classify_scan
 
@@ -217,6 +219,7 @@ _MODULES: list[tuple[type, str]] = [
     *POOL_MODULES,
     *NORM_MODULES,
     *act.ACTIVATION_MODULES,
+    *RNN_MODULES,
     (nn.Flatten, "view"),
     (nn.Unflatten, "view"),
 ]
@@ -361,6 +364,8 @@ class Classifier:
             classify_norm(self, spec)
         elif op in SCAN_OPS:
             classify_scan(self, spec)
+        elif op in RNN_OPS:
+            classify_rnn(self, spec)
         else:
             spec.reason = f"no template for {op}"
         return spec

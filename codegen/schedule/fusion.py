@@ -41,6 +41,7 @@ from codegen.frontend.ops import (
     OUTPUT,
     POOL,
     REDUCTION,
+    RNN,
     SCALAR,
     SCAN,
     SOFTMAX,
@@ -51,7 +52,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -60,6 +61,7 @@ LEVEL_NAMES = {0: "fused", 1: "split", 2: "reference"}
 COMPLEXITY = {
     GEMM: 5,
     CONV: 5,
+    RNN: 5,
     BATCH_NORM: 4,
     LAYER_NORM: 3,
     SOFTMAX: 3,

@@ -21,7 +21,7 @@ import torch.fx as fx
 
 from codegen.frontend.analysis import op_info, tensor_spec
 from codegen.frontend.capture import TracedModel, TraceFailure, trace_problem
-from codegen.frontend.ops import ATTR, INPUT, OUTPUT, SCALAR, VIEW, Classifier, OpSpec
+from codegen.frontend.ops import ATTR, INPUT, OUTPUT, RNN, SCALAR, VIEW, Classifier, OpSpec
 from codegen.frontend.source import ProblemSource, parse_problem
 from codegen.schedule.conv import conv_describe, conv_launches, conv_template
 from codegen.schedule.fusion import (
@@ -39,6 +39,7 @@ from codegen.schedule.fusion import (
     Step,
     gemm_folds,
 )
+from codegen.schedule.rnn import rnn_describe, rnn_launches_of, rnn_template
 from graph.artifacts import FusionGroup, HostPlan, OpInfo, Plan, Profile, Subtask, Task
 from tools.roofline import FALLBACK_GPU, KNOWN, speed_of_light
 
@@ -151,6 +152,8 @@ def estimated_launches(classifier: Classifier, group: Group) -> int:
         return 4
     if group.kind == CONV:
         return conv_launches(classifier, group)
+    if group.kind == RNN:
+        return rnn_launches_of(group)
     return 1
 
 
@@ -178,6 +181,8 @@ def _template(classifier: Classifier, group: Group) -> str:
         return "gn_stats+ew"
     if group.kind == "pool":
         return f"pool_{group.anchor.args['params'].kind}" + ("+epilogue" if group.epilogue else "")
+    if group.kind == RNN:
+        return rnn_template(group)
     return "pytorch"
 
 
@@ -202,6 +207,8 @@ def _describe(classifier: Classifier, group: Group) -> tuple[str, str]:
         return f"fused elementwise chain {ops}", f"one vectorised float4 kernel with scalar tail{where}"
     if group.kind == CONV:
         return conv_describe(classifier, group, where)
+    if group.kind == RNN:
+        return rnn_describe(group)
     pro = [s.op for s in group.prologue]
     epi = [s.op for s in group.epilogue]
     detail = f"row kernel (warp per short row, block per long row){where}"

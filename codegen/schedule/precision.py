@@ -15,10 +15,12 @@ from __future__ import annotations
 from torch import fx
 
 from codegen.frontend.conv_ops import CONV_OPS
+from codegen.frontend.rnn_ops import RNN_OPS
 from codegen.schedule.fusion import REFERENCE, Step
 
-# Ops whose PyTorch implementation runs through cuDNN and honours cudnn.allow_tf32: the convolutions.
-TF32_OPS = CONV_OPS
+# Ops whose PyTorch implementation runs through cuDNN and honours cudnn.allow_tf32: the convolutions
+# and the recurrent layers (PyTorch's cuDNN RNN permits TF32 under the same flag).
+TF32_OPS = CONV_OPS | RNN_OPS
 
 
 def _step_nodes(step: Step) -> list[fx.Node]:

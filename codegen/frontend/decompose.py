@@ -1,0 +1,161 @@
+"""Attention spelled as the operators our templates cover, substituted while the tracer records.
+
+Why: `nn.MultiheadAttention` and `F.scaled_dot_product_attention` would otherwise be one opaque
+node each (a module call, a library function), left to PyTorch. Written out as projections
+(cuBLASLt GEMMs), `q @ k^T * scale` (a GEMM whose alpha takes the scale), masking, a row softmax
+(our fused kernel) and `p @ v`, every piece is an operator the fusion planner already generates.
+
+Each decomposition is called with fx proxies, so what it computes is recorded node by node. It
+returns NotImplemented for variants it does not write out (dropout in training, bias_k/bias_v,
+padding masks, unbatched inputs); the tracer then records the original call as one node, which the
+plan lists as uncovered with its name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch import nn
+
+
+def _attend(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, scale: float) -> tuple[Any, Any]:
+    """softmax(q @ k^T * scale + mask) @ v over the last two dims; returns (context, weights)."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if is_causal:
+        upper = torch.ones_like(scores, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(upper, float("-inf"))
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask.logical_not(), float("-inf"))
+        else:
+            scores = scores + mask
+    weights = torch.softmax(scores, dim=-1)
+    return torch.matmul(weights, v), weights
+
+
+def _meta(tracer: fx.Tracer, value: Any) -> torch.Tensor | None:
+    """The meta tensor a proxy stands for (the capture tracer records them in `values`)."""
+    meta = getattr(tracer, "values", {}).get(value.node) if isinstance(value, fx.Proxy) else value
+    return meta if isinstance(meta, torch.Tensor) else None
+
+
+def _dtype_of(tracer: fx.Tracer, value: Any) -> torch.dtype | None:
+    meta = _meta(tracer, value)
+    return None if meta is None else meta.dtype
+
+
+def _rank(tracer: fx.Tracer, value: Any) -> int:
+    meta = _meta(tracer, value)
+    return -1 if meta is None else meta.dim()
+
+
+def _shape(tracer: fx.Tracer, value: Any) -> tuple[int, ...]:
+    meta = _meta(tracer, value)
+    assert meta is not None, "callers check the rank first"
+    return tuple(int(s) for s in meta.shape)
+
+
+def sdpa(
+    tracer: fx.Tracer,
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Any:
+    """`F.scaled_dot_product_attention` without dropout or grouped-query heads."""
+    if dropout_p != 0.0 or enable_gqa or not isinstance(is_causal, bool) or _rank(tracer, query) < 2:
+        return NotImplemented
+    if scale is not None and not isinstance(scale, (int, float)):
+        return NotImplemented
+    if is_causal and attn_mask is not None:
+        return NotImplemented  # PyTorch rejects this combination; let it say so
+    factor = float(scale) if scale is not None else 1.0 / math.sqrt(_shape(tracer, query)[-1])
+    if attn_mask is not None and _dtype_of(tracer, attn_mask) is None:
+        return NotImplemented
+    return _attend(query, key, value, attn_mask, is_causal, factor)[0]
+
+
+def _bind_mha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    names: tuple[str, ...] = ("query", "key", "value", "key_padding_mask", "need_weights", "attn_mask")
+    names = (*names, "average_attn_weights", "is_causal")
+    if len(args) > len(names):
+        return None
+    bound: dict[str, Any] = {"key_padding_mask": None, "need_weights": True, "attn_mask": None}
+    bound.update(average_attn_weights=True, is_causal=False)
+    bound.update(zip(names, args, strict=False))
+    if set(kwargs) - set(names):
+        return None
+    bound.update(kwargs)
+    return bound
+
+
+def multihead_attention(tracer: fx.Tracer, module: nn.MultiheadAttention, *args: Any, **kwargs: Any) -> Any:
+    """`nn.MultiheadAttention` (batched, no bias_k/bias_v, no padding mask, no dropout in training)."""
+    bound = _bind_mha(args, kwargs)
+    if bound is None or bound["key_padding_mask"] is not None:
+        return NotImplemented
+    query, key, value = bound["query"], bound["key"], bound["value"]
+    blocked = module.bias_k is not None or module.add_zero_attn or (module.training and module.dropout > 0)
+    if blocked or any(_rank(tracer, t) != 3 for t in (query, key, value)):
+        return NotImplemented
+    if not isinstance(bound["is_causal"], bool) or not isinstance(bound["need_weights"], bool):
+        return NotImplemented
+    mask = bound["attn_mask"]
+    if mask is not None and (_dtype_of(tracer, mask) is None or _rank(tracer, mask) != 2):
+        return NotImplemented  # 3-D per-head masks are left to PyTorch
+    is_causal = bound["is_causal"] and mask is None
+    embed, heads = module.embed_dim, module.num_heads
+    head_dim = embed // heads
+    if module._qkv_same_embed_dim:
+        weight, bias = module.in_proj_weight, module.in_proj_bias
+        if query is key and key is value:
+            q, k, v = F.linear(query, weight, bias).split(embed, dim=-1)
+        else:
+            b = [None] * 3 if bias is None else [bias[i * embed : (i + 1) * embed] for i in range(3)]
+            q, k, v = (
+                F.linear(t, weight[i * embed : (i + 1) * embed], b[i])
+                for i, t in enumerate((query, key, value))
+            )
+    else:
+        bias = module.in_proj_bias
+        b = [None] * 3 if bias is None else [bias[i * embed : (i + 1) * embed] for i in range(3)]
+        weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+        q, k, v = (F.linear(t, w, bi) for t, w, bi in zip((query, key, value), weights, b, strict=True))
+    # (batch, seq, embed) when batch_first, else (seq, batch, embed); heads go to (batch, heads, seq, dim)
+    batch_dim, seq_dim = (0, 1) if module.batch_first else (1, 0)
+
+    def heads_of(t: Any, seq: int, batch: int) -> Any:
+        shaped = t.view(*((batch, seq) if module.batch_first else (seq, batch)), heads, head_dim)
+        return shaped.transpose(1, 2) if module.batch_first else shaped.permute(1, 2, 0, 3)
+
+    shape_q, shape_k = _shape(tracer, query), _shape(tracer, key)
+    batch, seq_q, seq_k = shape_q[batch_dim], shape_q[seq_dim], shape_k[seq_dim]
+    context, attn = _attend(
+        heads_of(q, seq_q, batch),
+        heads_of(k, seq_k, batch),
+        heads_of(v, seq_k, batch),
+        mask,
+        is_causal,
+        1.0 / math.sqrt(head_dim),
+    )
+    order = (0, 2, 1, 3) if module.batch_first else (2, 0, 1, 3)
+    context = context.permute(*order).reshape(
+        *((batch, seq_q) if module.batch_first else (seq_q, batch)), embed
+    )
+    out = F.linear(context, module.out_proj.weight, module.out_proj.bias)
+    if not bound["need_weights"]:
+        return out, None
+    return out, attn.mean(dim=1) if bound["average_attn_weights"] else attn
+
+
+FUNCTION_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {F.scaled_dot_product_attention: sdpa}
+MODULE_DECOMPOSITIONS: dict[type, Callable[..., Any]] = {nn.MultiheadAttention: multihead_attention}
