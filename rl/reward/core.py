@@ -89,7 +89,9 @@ def score(sample: Sample, settings: RewardSettings | None = None) -> Breakdown:
     answer = read_answer(sample.completion, sample.task.source)
     rule, findings, measured = _rule_and_findings(sample, answer, settings, evidence)
     if _decorative(sample, answer, findings, measured):
-        decorative = finding(rubrics.DECORATIVE, "error", "the program's kernels do none of the plan's operators")
+        decorative = finding(
+            rubrics.DECORATIVE, "error", "the program's kernels do none of the plan's operators"
+        )
         findings.append({key: str(value) for key, value in decorative.items()})
     rubric = rubrics.deterministic_rubric(sample, answer, findings, measured)
     judge_flag = ""

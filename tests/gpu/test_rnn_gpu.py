@@ -73,12 +73,20 @@ CASES: dict[str, str] = {
         "self.rnn(x, (h0, c0))[1][0] + 2 * self.rnn(x, (h0, c0))[1][1]",
     ),
     "gru 2 layers bidirectional with h0": case(
-        "nn.GRU(12, 28, 2, batch_first=True, bidirectional=True)", (6, 11, 12), [(4, 6, 28)], "self.rnn(x, h0)[0]"
+        "nn.GRU(12, 28, 2, batch_first=True, bidirectional=True)",
+        (6, 11, 12),
+        [(4, 6, 28)],
+        "self.rnn(x, h0)[0]",
     ),
-    "gru no bias seq-first, h_n": case("nn.GRU(10, 36, bias=False)", (7, 3, 10), [(1, 3, 36)], "self.rnn(x, h0)[1]"),
+    "gru no bias seq-first, h_n": case(
+        "nn.GRU(10, 36, bias=False)", (7, 3, 10), [(1, 3, 36)], "self.rnn(x, h0)[1]"
+    ),
     "rnn tanh 2 layers": case("nn.RNN(8, 24, 2, batch_first=True)", (5, 19, 8), [], "self.rnn(x)[0]"),
     "rnn relu bidirectional": case(
-        "nn.RNN(8, 16, nonlinearity='relu', bidirectional=True)", (21, 2, 8), [(2, 2, 16)], "self.rnn(x, h0)[0]"
+        "nn.RNN(8, 16, nonlinearity='relu', bidirectional=True)",
+        (21, 2, 8),
+        [(2, 2, 16)],
+        "self.rnn(x, h0)[0]",
     ),
 }
 SUITE_CASES = ["level3/11_LSTM", "level3/12_GRUBidirectional", "level3/19_LSTMClassifier"]
@@ -152,10 +160,14 @@ def run_case(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
         ref64 = _leaves(reference.double()(*[t.double() for t in inputs]))
         reference.float()
     row: dict[str, Any] = {"label": entry["label"]}
-    row["allclose"] = all(torch.allclose(g, e, atol=1e-4, rtol=1e-4) for g, e in zip(got, expected, strict=True))
+    row["allclose"] = all(
+        torch.allclose(g, e, atol=1e-4, rtol=1e-4) for g, e in zip(got, expected, strict=True)
+    )
     row["repeatable"] = all(torch.equal(g, a) for g, a in zip(got, again, strict=True))
     row["err64_ours"] = max(float((g.double() - r).abs().max()) for g, r in zip(got, ref64, strict=True))
-    row["err64_eager"] = max(float((e.double() - r).abs().max()) for e, r in zip(expected, ref64, strict=True))
+    row["err64_eager"] = max(
+        float((e.double() - r).abs().max()) for e, r in zip(expected, ref64, strict=True)
+    )
     with torch.no_grad():
         row["eager_ms"] = _clock(lambda: reference(*inputs))
         row["ours_ms"] = _clock(lambda: ours(*inputs))
@@ -171,7 +183,9 @@ def test_rnn_programs_match_float64_and_time_against_eager() -> None:
     manifest = json.loads((folder / "manifest.json").read_text())
     only = os.environ.get("STITCH_RNN_ONLY", "")
     rows = [run_case(folder, m) for m in manifest if only in m["label"]]
-    print(f"\n{'case':50s} {'ok':>3s} {'rep':>3s} {'err64 ours':>11s} {'err64 eager':>11s} {'eager ms':>9s} {'ours ms':>8s}")
+    print(
+        f"\n{'case':50s} {'ok':>3s} {'rep':>3s} {'err64 ours':>11s} {'err64 eager':>11s} {'eager ms':>9s} {'ours ms':>8s}"
+    )
     for r in rows:
         print(
             f"{r['label']:50s} {'y' if r['allclose'] else 'N':>3s} {'y' if r['repeatable'] else 'N':>3s}"
@@ -188,7 +202,9 @@ def test_rnn_programs_match_float64_and_time_against_eager() -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", type=Path, required=True, help="CPU: write programs and manifest.json here")
+    parser.add_argument(
+        "--write", type=Path, required=True, help="CPU: write programs and manifest.json here"
+    )
     parser.add_argument("--arch", default="sm_90")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))

@@ -151,7 +151,9 @@ def test_whole_builtin_suite_loads_sorted_by_level_and_number() -> None:
         assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers), level
     readme = (SUITE / "README.md").read_text()
     for info in problems:
-        assert f"{info.level}/{info.name}" in readme, f"{info.level}/{info.name} missing from the suite README"
+        assert f"{info.level}/{info.name}" in readme, (
+            f"{info.level}/{info.name} missing from the suite README"
+        )
         assert info.shapes_from == "meta", info.name
         assert info.output is not None and info.output.dtype == "float32", info.name
         assert all(spec is not None and spec.dtype == "float32" for spec in info.inputs), info.name
