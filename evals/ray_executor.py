@@ -37,6 +37,18 @@ class RayOptions:
     gpus_per_task: float = 1.0
     max_retries: int = DEFAULT_RETRIES
 
+    def run(
+        self,
+        problems: Sequence[SuiteProblem],
+        out: Path,
+        run_args: Sequence[str],
+        timeout_s: float,
+        baseline: BaselineConfig | None,
+        cli: Sequence[str],
+    ) -> Iterator[dict[str, Any]]:
+        """What evals.runner.run_suite calls (so the runner never imports this module)."""
+        return run_on_ray(problems, out, run_args, timeout_s, baseline, cli, self)
+
 
 def _ray() -> Any:
     try:

@@ -375,9 +375,7 @@ def run_suite(
         return run_one(problem, out, run_args, timeout_s, baseline, cli)
 
     if ray is not None:
-        from evals.ray_executor import run_on_ray
-
-        for record in run_on_ray(todo, out, run_args, timeout_s, baseline, cli, ray):
+        for record in ray.run(todo, out, run_args, timeout_s, baseline, cli):
             keep(record)
     else:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

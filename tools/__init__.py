@@ -2,12 +2,13 @@
 
 | where | what | may import |
 |---|---|---|
-| `worker/` | the child process that builds, checks, times and profiles one candidate | torch, stdlib, `protocol`, `process`, `build/` |
-| `build/` | the cached `load_inline` and the direct builder | torch, stdlib, `process`, `worker.kernel_names` |
+| `worker/` | the child process that builds, checks, times and profiles one candidate | torch, stdlib, `protocol`, `process`, `cache_paths`, `build/` |
+| `build/` | the cached `load_inline` and the direct builder | torch, stdlib, `process`, `cache_paths`, `worker.kernel_names` |
 | `checks/` | the static hack checks and the one verdict (`hack_report`) | stdlib, `protocol`, `worker.kernel_names` |
 | `profilers/` | Nsight Compute, Nsight Systems, the system timeline, the profiled driver | stdlib, `process`, the island |
 | `protocol.py` | the JSON wire format between parent and worker, findings included | stdlib |
 | `process.py` | child processes: group kills, capped logs, atomic JSON files | stdlib |
+| `cache_paths.py` | where the build cache and its precompiled headers live (one rule for all sides) | stdlib |
 | `evaluate.py` | the parent side: one request in a fresh, killable worker; the speed-of-light judgement | stdlib, `protocol`, `process`, `roofline` |
 | `problem.py`, `roofline.py`, `baselines.py` | problem files and suites; device ceilings; PyTorch baselines | parent side |
 

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tools.cache_paths import default_cache_dir
+
 CACHE_FILE = "baselines.json"
 CACHE_ENV = "STITCHCUDA_BASELINE_CACHE"  # a file, or a folder that holds baselines.json
 DEFAULT_ROUNDS = 10  # tools.worker.rounds.DEFAULT_ROUNDS (checked by a test; no torch import here)
@@ -72,8 +74,6 @@ def cache_path(cache_dir: str | os.PathLike[str] | None) -> Path:
         target = Path(env).expanduser()
         return target / CACHE_FILE if target.is_dir() or not target.suffix else target
     if cache_dir is None:
-        from tools.build.cache import default_cache_dir
-
         cache_dir = default_cache_dir()
     return Path(cache_dir) / CACHE_FILE
 

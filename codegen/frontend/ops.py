@@ -22,6 +22,20 @@ from codegen.frontend import activation_ops as act
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
+
+# The family names (codegen.frontend.families), re-exported: every family name is read from ops.
+from codegen.frontend.families import ATTR as ATTR
+from codegen.frontend.families import BATCH_NORM as BATCH_NORM
+from codegen.frontend.families import ELEMENTWISE as ELEMENTWISE
+from codegen.frontend.families import GEMM as GEMM
+from codegen.frontend.families import INPUT as INPUT
+from codegen.frontend.families import LAYER_NORM as LAYER_NORM
+from codegen.frontend.families import OTHER as OTHER
+from codegen.frontend.families import OUTPUT as OUTPUT
+from codegen.frontend.families import REDUCTION as REDUCTION
+from codegen.frontend.families import SCALAR as SCALAR
+from codegen.frontend.families import SOFTMAX as SOFTMAX
+from codegen.frontend.families import VIEW as VIEW
 from codegen.frontend.norm_ops import NORM as NORM
 from codegen.frontend.norm_ops import NORM_FUNCTIONS, NORM_MODULES, NORM_OPS, classify_norm
 from codegen.frontend.pool_ops import POOL as POOL
@@ -30,20 +44,6 @@ from codegen.frontend.rnn_ops import RNN as RNN  # re-exported
 from codegen.frontend.rnn_ops import RNN_MODULES, RNN_OPS, classify_rnn
 from codegen.frontend.scan_ops import SCAN as SCAN  # re-exported with the other family names
 from codegen.frontend.scan_ops import SCAN_FUNCTIONS, SCAN_OPS, classify_scan
-
-# Families: which template could implement a node.
-ELEMENTWISE = "elementwise"
-GEMM = "gemm"
-SOFTMAX = "softmax"
-LAYER_NORM = "layer_norm"
-REDUCTION = "reduction"
-BATCH_NORM = "batch_norm"
-VIEW = "view"  # metadata only (view, transpose, getitem of a tuple, ...): no kernel
-SCALAR = "scalar"  # Python values computed from sizes
-OTHER = "other"  # stays PyTorch
-INPUT = "input"
-ATTR = "attr"
-OUTPUT = "output"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from codegen.frontend.families import REDUCTION
+
 if TYPE_CHECKING:
     from codegen.frontend.ops import Classifier, OpSpec
 
@@ -166,8 +168,6 @@ def _raw_arguments(classifier: Classifier, spec: OpSpec, kind: str) -> tuple[Any
 
 def classify_pool(classifier: Classifier, spec: OpSpec) -> None:
     """Fill `spec` (family POOL, or REDUCTION for a global adaptive pool) or reject it with a reason."""
-    from codegen.frontend.ops import REDUCTION  # the family names live in ops; imported late (no circle)
-
     kind, nd = pool_kind(spec.op)
     try:
         x, raw = _raw_arguments(classifier, spec, kind)

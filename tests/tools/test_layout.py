@@ -1,7 +1,7 @@
 """The layout's import rules, read from the source (AST, function-level imports included).
 
 - The worker island (tools/worker, tools/build) runs on a bare CUDA box: it imports only torch, the
-  standard library, tools.protocol, tools.process and itself.
+  standard library, tools.protocol, tools.process, tools.cache_paths and itself.
 - No import circle anywhere in the repository's packages, however deep the import sits.
 - A node module (planner, coder, verifier, profiler, finalize) never imports another node module.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("graph", "nodes", "codegen", "tools", "rag_corpus", "evals", "rl")
 ISLAND = ("tools.worker", "tools.build")
-ISLAND_MAY_IMPORT = ("torch", "tools.protocol", "tools.process", *ISLAND)
+ISLAND_MAY_IMPORT = ("torch", "tools.protocol", "tools.process", "tools.cache_paths", *ISLAND)
 NODE_MODULES = ("planner", "coder", "verifier", "profiler", "finalize")
 
 

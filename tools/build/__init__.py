@@ -50,14 +50,12 @@ from tools.build.cache import (
 )
 from tools.build.direct import (
     BUILDER_ENV,
-    PCH_DIR_ENV,
     PCH_ENV,
     PCH_HEADER,
     builder_choice,
     direct_build,
     include_prefix,
     inline_sources,
-    pch_root,
     pch_wanted,
     precompiled_header,
     torch_build_plan,
@@ -75,6 +73,7 @@ from tools.build.toolchain import (
     toolchain_fingerprint,
     torch_arch_list,
 )
+from tools.cache_paths import PCH_DIR_ENV, pch_root
 from tools.worker.kernel_names import kernel_names
 
 __all__ = [

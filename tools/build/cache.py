@@ -28,9 +28,10 @@ import torch
 
 from tools.build.errors import BuildError, clean_line, log_tail, parse_compiler_errors
 from tools.build.toolchain import temporary_env, toolchain_fingerprint
+from tools.cache_paths import CACHE_ENV as CACHE_ENV  # re-exported by tools.build
+from tools.cache_paths import default_cache_dir as default_cache_dir
 from tools.worker import timing_window
 
-CACHE_ENV = "STITCHCUDA_CACHE"
 FORMAT_VERSION = 1  # bump when the layout of a cache entry changes
 META_FILE = "stitch_build.json"
 
@@ -68,12 +69,6 @@ def build_records() -> list[BuildRecord]:
 
 def clear_build_records() -> None:
     _RECORDS.clear()
-
-
-def default_cache_dir() -> Path:
-    """`$STITCHCUDA_CACHE`, else ~/.cache/stitchcuda/build."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "stitchcuda" / "build"
 
 
 def cache_key(material: dict[str, Any]) -> str:

@@ -30,7 +30,6 @@ from tools.build.toolchain import Flags, cpp_extension, toolchain_fingerprint
 
 BUILDER_ENV = "STITCHCUDA_BUILDER"  # "direct" (default) or "torch"
 PCH_ENV = "STITCHCUDA_PCH"  # "0" turns the precompiled binding header off
-PCH_DIR_ENV = "STITCHCUDA_PCH_DIR"  # where precompiled headers live (default: <cache>-pch beside the cache)
 PCH_HEADER = "stitch_pch.h"
 _TORCH_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](?:torch|ATen|c10|caffe2)/', re.MULTILINE)
 _SYSTEM_INCLUDE_RE = re.compile(r"#\s*include\s*<([^<>]+)>")
@@ -55,12 +54,6 @@ class DirectUnavailable(Exception):
 def builder_choice() -> str:
     """'direct' unless STITCHCUDA_BUILDER=torch (the benchmark's 'before' column uses that)."""
     return "torch" if os.environ.get(BUILDER_ENV, "direct").strip().lower() == "torch" else "direct"
-
-
-def pch_root(cache_root: Path) -> Path:
-    """$STITCHCUDA_PCH_DIR, else `<cache>-pch` beside the build cache (one set per toolchain and flags)."""
-    env = os.environ.get(PCH_DIR_ENV)
-    return Path(env).expanduser() if env else cache_root.with_name(cache_root.name + "-pch")
 
 
 def inline_sources(

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tools.cache_paths import default_cache_dir as default_cache_dir  # re-exported for the session
+from tools.cache_paths import pch_root
+
 MODES: tuple[str, ...] = ("auto", "required", "off")
 MODE_ENV = "STITCHCUDA_SANDBOX"
 LIMIT_ENVS = {
@@ -25,8 +28,6 @@ LIMIT_ENVS = {
 }
 READ_ENV = "STITCHCUDA_SANDBOX_READ"  # extra readable trees, os.pathsep-separated
 WRITE_ENV = "STITCHCUDA_SANDBOX_WRITE"  # extra writable trees
-CACHE_ENV = "STITCHCUDA_CACHE"
-PCH_DIR_ENV = "STITCHCUDA_PCH_DIR"
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -35,19 +36,10 @@ class SandboxError(Exception):
     """A bad sandbox setting, or `required` on a platform that lacks a layer: the run cannot start."""
 
 
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The build cache (tools.build.default_cache_dir's rule; that module imports torch, this one must not)."""
-    env = os.environ if environ is None else environ
-    value = env.get(CACHE_ENV)
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "stitchcuda" / "build"
-
-
 def cache_trees(cache: Path, environ: Mapping[str, str] | None = None) -> list[Path]:
     """A build cache and its precompiled headers (tools.build.pch_root's rule: $STITCHCUDA_PCH_DIR,
     else `<cache>-pch` beside it): the trees a build writes besides the run's own directory."""
-    env = os.environ if environ is None else environ
-    pch = env.get(PCH_DIR_ENV)
-    return [cache, Path(pch).expanduser() if pch else cache.with_name(cache.name + "-pch")]
+    return [cache, pch_root(cache, environ)]
 
 
 def physical_memory() -> int:

@@ -27,6 +27,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tools.cache_paths import default_cache_dir
+
 WINDOW_ENV = "STITCHCUDA_TIMING_WINDOW"
 WINDOW_FILE = "timing-window.lock"
 GATE_FILE = "timing-window.gate"
@@ -43,8 +45,6 @@ def window_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
     if env:
         return Path(env).expanduser()
     if not cache_dir:
-        from tools.build.cache import default_cache_dir  # lazily: tools.build imports this module
-
         cache_dir = default_cache_dir()
     return Path(cache_dir) / LOCK_FOLDER
 
