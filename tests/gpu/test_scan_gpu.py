@@ -216,15 +216,16 @@ def run_case(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
                 "message": f"output {i}: {tuple(o.shape)} != {tuple(r.shape)}",
             }
         worst["max_abs_err"] = max(worst["max_abs_err"], float((o - r).abs().max()))
-        if not torch.allclose(o, r, atol=1e-4, rtol=1e-4):
-            return {**result, **worst, "status": "wrong_output", "message": f"output {i}"}
-        if not torch.allclose(o, a, atol=1e-4, rtol=1e-4):  # look-back order may differ by a rounding
-            return {**result, "status": "nondeterministic", "message": f"output {i}: two calls differ"}
+        # Both errors against float64 first, so a miss says whose rounding it is.
         ours, theirs = _relative_error(o, r64), _relative_error(r, r64)
         worst["norm_err"], worst["ref_norm_err"] = (
             max(worst["norm_err"], ours),
             max(worst["ref_norm_err"], theirs),
         )
+        if not torch.allclose(o, r, atol=1e-4, rtol=1e-4):
+            return {**result, **worst, "status": "wrong_output", "message": f"output {i}"}
+        if not torch.allclose(o, a, atol=1e-4, rtol=1e-4):  # look-back order may differ by a rounding
+            return {**result, "status": "nondeterministic", "message": f"output {i}: two calls differ"}
         if ours > max(1e-5, 16 * theirs):
             return {
                 **result,

@@ -257,3 +257,52 @@ def test_a_profiler_gets_a_private_tmp_not_the_hosts(tmp_path: Path) -> None:
     assert out.strip() == b"ok", err.decode()
     assert not os.path.exists(marker) and (root / "inside.txt").read_text() == "y"
     assert not box.annotate({}).get("findings")
+
+
+PROFILED_CHILD = r"""
+import ctypes, json, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+helper = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
+helper.start()
+fd = libc.open(f"/proc/self/task/{helper.native_id}/comm".encode(), os.O_WRONLY)
+out["thread_name"] = "named" if fd >= 0 and libc.write(fd, b"cuda-helper", 11) == 11 else f"refused: {ctypes.get_errno()}"
+try:
+    out["maps"] = "read" if open("/proc/self/maps").read(10) else "empty"
+except OSError as exc:
+    out["maps"] = f"refused: {exc.errno}"
+try:
+    open(sys.argv[1], "w").write("x")
+    out["tmp"] = "written"
+except OSError as exc:
+    out["tmp"] = f"refused: {exc.errno}"
+for target in ("/proc/sys/kernel/hostname", "/proc/sysrq-trigger"):
+    try:
+        open(target, "w").close()
+        out[target] = "writable"
+    except OSError as exc:
+        out[target] = f"refused: {exc.errno}"
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", [b for b in backends() if b != "none"], indirect=True)
+def test_a_profilers_child_can_start_cuda_and_use_a_private_tmp(backend: str, tmp_path: Path) -> None:
+    # ncu and nsys run the target as their own child, whose PID the launcher cannot know: it must
+    # still name its threads (cuInit fails with 304 otherwise), read its /proc/self and write /tmp.
+    root = tmp_path / "run"
+    root.mkdir()
+    marker = f"/tmp/stitch-profiled-{os.getpid()}-{backend}"
+    child = [sys.executable, "-c", PROFILED_CHILD, marker]
+    parent = f"import subprocess, sys; sys.exit(subprocess.run({child!r}).returncode)"
+    with Sandbox(root, SandboxSettings.resolve("auto", device="cpu", timeout_s=60), profile="tool") as box:
+        proc = box.popen(
+            [sys.executable, "-c", parent], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    assert seen["thread_name"] == "named" and seen["maps"] == "read" and seen["tmp"] == "written", seen
+    assert not os.path.exists(marker)  # the profiler's /tmp is its own
+    assert seen["/proc/sys/kernel/hostname"].startswith("refused"), seen  # /proc's global files stay shut
+    assert seen["/proc/sysrq-trigger"].startswith("refused"), seen

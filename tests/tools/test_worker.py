@@ -288,7 +288,8 @@ def test_worker_strict_and_kernelbench_responses(in_process: None, tmp_path: Pat
     source = worker_candidate("torch_ok.py")
     strict = worker.run_request(affine_request(source, tmp_path, mode="strict", timing_input_sets=3))
     assert strict["status"] == "passed", strict["message"]
-    assert strict["findings"] == []
+    # excessive_speedup (info) is a timing observation: on a loaded CPU one side can be slowed 20x.
+    assert [f for f in strict["findings"] if f["id"] != "excessive_speedup"] == []
     assert strict["correctness"]["mode"] == "strict" and strict["correctness"]["signed_trial"] == "passed"
     assert (
         strict["timing"]["candidate"]["method"] == "strict"

@@ -83,6 +83,34 @@ def drop_capabilities(keep: list[int]) -> list[int]:
     return [c for c in keep if (low[0] | (high[0] << 32)) >> c & 1]
 
 
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    source_b, target_b, fstype_b, data_b = (
+        None if v is None else v.encode() for v in (source, target, fstype, data)
+    )
+    if libc.mount(source_b, target_b, fstype_b, ctypes.c_ulong(flags), data_b) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+
+def private_mounts(mounts: dict[str, Any]) -> list[str]:
+    """In the fresh mount namespace unshare made: a size-capped tmpfs on each private tree, and
+    read-only covers over the given /proc entries (a fresh procfs keeps its global files writable)."""
+    done = []
+    for tree, size in mounts.get("tmpfs", []):
+        _mount("tmpfs", tree, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size)},mode=1777")
+        done.append(tree)
+    for path in mounts.get("read_only", []):
+        _mount(path, path, None, MS_BIND | MS_REC, None)
+        locked = MS_NOSUID | MS_NODEV | MS_NOEXEC  # procfs's flags: a remount must keep them
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked, None)
+        done.append(f"{path} (read-only)")
+    return done
+
+
 def loopback_up() -> None:
     """Bring `lo` up in a fresh network namespace (a profiler talks to its target over it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -96,6 +124,8 @@ def apply(spec: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     done: dict[str, Any] = {}
     if spec.get("loopback_up"):
         loopback_up()
+    if spec.get("mounts"):  # before Landlock, which forbids mounting
+        done["mounts"] = private_mounts(spec["mounts"])
     done["limits"] = set_limits(spec.get("limits") or {})
     rules = spec.get("landlock")
     if rules:

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 from tools.sandbox.paths import FilesystemPolicy, under_any
 
@@ -100,13 +101,49 @@ def detect() -> Backend:
     return Backend("none", "", "; ".join(reasons))
 
 
-def unshare_flags() -> list[str]:
+def unshare_flags(tool: bool = False) -> list[str]:
+    """unshare's namespaces: network; under a profiler also PID and mount with a private /proc (the
+    profiler's children name their threads through /proc/self/task, which cuInit needs)."""
     user = [] if _rooted() else ["--user", "--map-root-user"]
-    return [*user, "--net"]
+    return [*user, "--net", *(UNSHARE_OWN_PROC if tool and unshare_isolates_proc() else [])]
+
+
+# --fork: unshare waits for the child and reports its status; only profiler runs take it (a signal
+# death reads as unshare's exit code there, which a profiler run treats as any other failure).
+UNSHARE_OWN_PROC = ["--mount", "--pid", "--fork", "--mount-proc"]
+# The writable parts of a fresh procfs that are not per-process (bubblewrap covers the same ones).
+PROC_COVERED = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+
+
+@functools.cache
+def unshare_isolates_proc() -> bool:
+    """Whether unshare can give a profiler run its own PID namespace and /proc here (probed once)."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return False
+    user = [] if _rooted() else ["--user", "--map-root-user"]
+    return _works([unshare, *user, "--net", *UNSHARE_OWN_PROC, "--"])[0]
+
+
+def own_proc(backend: Backend, tool: bool) -> bool:
+    """Whether the child sees a private /proc holding only the sandbox's own processes."""
+    return backend.name == "bwrap" or (backend.name == "unshare" and tool and unshare_isolates_proc())
+
+
+def launcher_mounts(backend: Backend, tool: bool) -> dict[str, Any] | None:
+    """The mounts the launcher makes itself (unshare makes none but /proc): for a profiler run, a
+    size-capped tmpfs on each private tree and read-only covers over /proc's global files."""
+    if backend.name != "unshare" or not own_proc(backend, tool):
+        return None
+    sizes = {"/dev/shm": SHM_BYTES, "/tmp": TOOL_TMP_BYTES}
+    return {
+        "tmpfs": [[tree, sizes[tree]] for tree in private_trees(tool)],
+        "read_only": [p for p in PROC_COVERED if os.path.exists(p)],
+    }
 
 
 def private_trees(tool: bool) -> tuple[str, ...]:
-    """Trees bubblewrap mounts as its own size-capped tmpfs: /dev/shm, and /tmp under a profiler
+    """Trees mounted as the sandbox's own size-capped tmpfs: /dev/shm, and /tmp under a profiler
     (Nsight keeps locks and scratch files there whatever TMPDIR says)."""
     return ("/dev/shm", "/tmp") if tool else ("/dev/shm",)
 
@@ -142,10 +179,12 @@ def bwrap_args(backend: Backend, policy: FilesystemPolicy, *, keep_caps: list[st
     return [*args, "--"]
 
 
-def command_prefix(backend: Backend, policy: FilesystemPolicy, *, keep_caps: list[str]) -> list[str]:
+def command_prefix(
+    backend: Backend, policy: FilesystemPolicy, *, keep_caps: list[str], tool: bool = False
+) -> list[str]:
     """What goes before the launcher's command line for this backend."""
     if backend.name == "bwrap":
         return bwrap_args(backend, policy, keep_caps=keep_caps)
     if backend.name == "unshare":
-        return [backend.path, *unshare_flags(), "--"]
+        return [backend.path, *unshare_flags(tool), "--"]
     return []

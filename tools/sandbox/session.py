@@ -82,7 +82,10 @@ class Sandbox:
         write.insert(0, self.root)
         self.backend = namespaces.detect()
         tool = profile == "tool"
-        private = namespaces.private_trees(tool) if self.backend.mounts else ()
+        self.own_proc = namespaces.own_proc(self.backend, tool)
+        self.launcher_mounts = namespaces.launcher_mounts(self.backend, tool)
+        mounted = self.backend.mounts or self.launcher_mounts is not None
+        private = namespaces.private_trees(tool) if mounted else ()
         self.policy = paths.build_policy(
             write,
             extra_read=(*settings.extra_read, *readable),
@@ -102,6 +105,8 @@ class Sandbox:
             self.layers["namespaces"] = _layer(False, backend.why_not)
         else:
             how = "bubblewrap: network, PID, mount, IPC, UTS" if backend.mounts else "unshare: network"
+            if self.launcher_mounts is not None:
+                how += ", PID, mount (a private /proc, /tmp and /dev/shm for the profiler)"
             self.layers["namespaces"] = _layer(True, how)
         self.landlock_abi = landlock.abi_version()
         fs = []
@@ -161,11 +166,19 @@ class Sandbox:
             "loopback_up": self.profile == "tool" and self.backend.name == "unshare",
         }
         if self.landlock_abi:
-            rules = paths.landlock_rules(self.policy, carve_proc=not self.backend.pid_namespace)
+            rules = paths.landlock_rules(self.policy, carve_proc=not self.own_proc)
+            write = rules.write
+            if self.profile == "tool" and self.own_proc:
+                # A profiler's children (other PIDs than the launcher's) name their threads through
+                # /proc/self/task too; this /proc shows only the sandbox's processes, and its global
+                # files (sys, sysrq-trigger, irq, bus) are read-only mounts.
+                write = [*write, "/proc"]
             spec["landlock"] = {
-                "read": rules.read, "list_only": rules.list_only, "write": rules.write, "devices": rules.devices,
-                "block_tcp": self.profile == "program", "own_proc": not self.backend.pid_namespace,
+                "read": rules.read, "list_only": rules.list_only, "write": write, "devices": rules.devices,
+                "block_tcp": self.profile == "program", "own_proc": not self.own_proc,
             }  # fmt: skip
+        if self.launcher_mounts is not None:
+            spec["mounts"] = self.launcher_mounts
         if self.compiled is not None:
             spec["seccomp"] = {
                 "bpf": base64.b64encode(self.compiled.bpf).decode(),
@@ -214,7 +227,9 @@ class Sandbox:
             json.dumps(self._spec(child_fd)),
             "--",
         ]
-        prefix = namespaces.command_prefix(self.backend, self.policy, keep_caps=self.keep_caps)
+        prefix = namespaces.command_prefix(
+            self.backend, self.policy, keep_caps=self.keep_caps, tool=self.profile == "tool"
+        )
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), child_fd)
         opener = _BubblewrapPopen if self.backend.name == "bwrap" else subprocess.Popen
         proc = opener([*prefix, *launcher, *command], env=child_env, **kwargs)
