@@ -10,7 +10,7 @@ max(1e-5, 16 x the fp32 reference's own), two calls agreeing; then ours against 
 The GPU machine lacks pydantic (codegen needs it): write the programs on the CPU with
   python tests/gpu/test_rnn_gpu.py --write out/rnn-gpu
 and run there (out/rnn-gpu carried) with
-  bash evals/device/rnn_gpu.sh      (= STITCH_RNN_PROGRAMS=out/rnn-gpu pytest -q -s this file)
+  STITCH_RNN_PROGRAMS=out/rnn-gpu python3 -m pytest -q -s tests/gpu/test_rnn_gpu.py
 """
 
 from __future__ import annotations
