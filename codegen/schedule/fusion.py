@@ -3,8 +3,8 @@
 A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kernel):
 - elementwise: a run of elementwise ops of one output shape (other operands broadcast into it);
 - gemm: linear / matmul / bmm / addmm with the elementwise ops that follow it (epilogue);
-- softmax / layer_norm / reduction: the row op, an elementwise prologue feeding it, and an
-  elementwise epilogue after it;
+- softmax / layer_norm / reduction / axis (arg-reductions, logsumexp, softmax over a non-last
+  dim): the row op, an elementwise prologue feeding it, and an elementwise epilogue after it;
 - batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue;
 - conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py);
 - pool / group_norm: our pooling kernel or group/instance-norm statistics, elementwise epilogue fused.
@@ -30,6 +30,7 @@ import torch.fx as fx
 
 from codegen.frontend.ops import (
     ATTR,
+    AXIS,
     BATCH_NORM,
     CONV,
     ELEMENTWISE,
@@ -51,7 +52,7 @@ from codegen.frontend.ops import (
 )
 from codegen.schedule.conv import conv_has_split_form
 
-ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN)
+ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN, AXIS)
 ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
@@ -67,6 +68,7 @@ COMPLEXITY = {
     SOFTMAX: 3,
     SCAN: 3,
     REDUCTION: 2,
+    AXIS: 2,
     POOL: 2,
     NORM: 4,
     ELEMENTWISE: 1,
@@ -379,6 +381,8 @@ class FusionPlanner:
         assert spec is not None
         if spec.family == REDUCTION and spec.args.get("with_indices"):
             group.absorbed = [next(iter(spec.node.users))]
+        if spec.family == AXIS:  # a max/min tuple's getitems, values last (frontend/axis_ops.py)
+            group.absorbed = list(spec.args.get("absorbed", ()))
         group.lead = [self.by_node[n] for n in spec.args.get("lead", ())]
         group.trail = [self.by_node[n] for n in spec.args.get("trail", ())]
         return group
@@ -387,8 +391,12 @@ class FusionPlanner:
         members = set(group.members)
         outputs = [n for n in group.members if any(u not in members for u in n.users)]
         if group.kind in ROW_FAMILIES:
+            # The kernel writes the tail, the prologue's result and the getitems it absorbed (an
+            # AXIS group's indices next to its values); other members live in registers only.
             outputs = [
-                n for n in outputs if n is group.tail or (group.prologue and n is group.prologue[-1].node)
+                n
+                for n in outputs
+                if n is group.tail or n in group.absorbed or (group.prologue and n is group.prologue[-1].node)
             ]
         if group.tail not in outputs:
             outputs.append(group.tail)

@@ -1,15 +1,15 @@
-// lib reduce: sum / mean / amax / amin of a [outer, R, inner] row-major view over R.
-// OP: 0 sum (times `scale`: 1 for sum, 1/R for mean), 1 max, 2 min. Pro::load(e) reads input element e;
+// lib reduce: sum / mean / amax / amin / prod of a [outer, R, inner] row-major view over R.
+// OP: 0 sum (times `scale`: 1 for sum, 1/R for mean), 1 max, 2 min, 3 product. Pro::load(e) reads input element e;
 // Epi::apply(v, o) transforms output element o.
 
 template <int OP>
 __device__ __forceinline__ float stitch_reduce_identity() {
-  return OP == 0 ? 0.f : (OP == 1 ? -INFINITY : INFINITY);
+  return OP == 0 ? 0.f : (OP == 1 ? -INFINITY : (OP == 2 ? INFINITY : 1.f));
 }
 
 template <int OP>
 __device__ __forceinline__ float stitch_reduce_op(float a, float b) {
-  return OP == 0 ? a + b : (OP == 1 ? stitch_max(a, b) : stitch_min(a, b));
+  return OP == 0 ? a + b : (OP == 1 ? stitch_max(a, b) : (OP == 2 ? stitch_min(a, b) : a * b));
 }
 
 template <int OP>
