@@ -229,8 +229,19 @@ class FusionPlanner:
         """Re-ordering is only safe when every in-place op became an out-of-place elementwise op."""
         return any(self.classifier.is_inplace_node(s.node) and s.family != ELEMENTWISE for s in self.specs)
 
-    def _pullable(self, spec: OpSpec) -> bool:
-        return spec.family in (ELEMENTWISE, VIEW, SCALAR) and not self.classifier.is_inplace_node(spec.node)
+    def _pullable(self, spec: OpSpec, producer: fx.Node) -> bool:
+        """Elementwise and metadata consumers follow their producer; so does a row op fed by an
+        elementwise chain, so that the chain becomes its prologue even when other inputs' chains
+        come first in the reference's order."""
+        if self.classifier.is_inplace_node(spec.node):
+            return False
+        if spec.family in (ELEMENTWISE, VIEW, SCALAR):
+            return True
+        return (
+            spec.family in ROW_FAMILIES
+            and spec.args.get("input") is producer
+            and self.by_node[producer].family == ELEMENTWISE
+        )
 
     def schedule(self) -> list[OpSpec]:
         """Topological re-order that puts each elementwise consumer right after its producer."""
@@ -250,7 +261,7 @@ class FusionPlanner:
                     for u in current.users
                     if u not in placed
                     and u in self.by_node
-                    and self._pullable(self.by_node[u])
+                    and self._pullable(self.by_node[u], current)
                     and all(i in placed for i in u.all_input_nodes)
                 ]
                 if not candidates:
@@ -354,6 +365,8 @@ class FusionPlanner:
                     return None
             merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(chain))
             merged.save_prologue = any(u is not spec.node for u in group.tail.users)
+            if merged.save_prologue and spec.family == REDUCTION:
+                return None  # templates/reduce.cuh cannot store the prologue's result: a kernel of its own
         elif group.kind == GEMM and len(group.tail.users) == 1:
             fold = gemm_folds(self.classifier, group)
             kept, stolen = group.epilogue[: fold.count], group.epilogue[fold.count :]
@@ -438,12 +451,16 @@ def realize(steps: list[Step], levels: dict[str, int]) -> list[Step]:
         if level <= 0:
             out.append(step)
         elif level >= 2:
-            for spec in group.specs:
+            # The absorbed getitems right after their anchor: the epilogue reads them.
+            head = group.prologue + group.lead + ([group.anchor] if group.anchor else [])
+            for i, spec in enumerate(group.specs):
                 ref = Group(id=group.id, kind=REFERENCE, epilogue=[spec], level=2, reason="demoted by fix")
                 ref.outputs = [spec.node]
                 out.append(Step(group=ref))
-            for node in group.absorbed:
-                out.append(Step(spec=_view_spec(node)))
+                if i == len(head) - 1:
+                    out.extend(Step(spec=_view_spec(node)) for node in group.absorbed)
+            if not head:
+                out.extend(Step(spec=_view_spec(node)) for node in group.absorbed)
         else:
             out.extend(Step(group=g) for g in _split(group))
     return out
