@@ -274,4 +274,5 @@ def test_every_axis_variant_builds_with_nvcc(tmp_path: Path) -> None:
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stdout.count("axis_") == 9 and proc.stdout.count("reduce_") == 1, proc.stdout
+    # 9 AXIS groups, 8 launchers: the two plain argmin groups share one (shapes are run-time arguments).
+    assert proc.stdout.count("axis_") == 8 and proc.stdout.count("reduce_") == 1, proc.stdout
