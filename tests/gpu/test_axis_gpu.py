@@ -2,7 +2,8 @@
 non-last dim) and prod / reductions over a first or middle dim, against PyTorch and float64.
 
 Cases: one program per kernel path at odd sizes (warp rows, block rows, rows split over several
-blocks, the flattened tensor, columns, columns split over R, ties from integer-valued inputs, NaN
+blocks, the flattened tensor, columns, columns split over R, full and first-dim reductions split
+over blocks, ties from integer-valued inputs, NaN
 and -inf from a log prologue, values with an epilogue next to the indices, a prologue result that is
 also stored), the same programs as a CUDA graph and at demotion level 1, and the suite's problems
 that use these ops at full size (timed against eager, CUDA events, median of 3 x 10 calls).
@@ -148,6 +149,9 @@ class Model(nn.Module):
             torch.sum(tall, dim=0),
             torch.amax(cube, dim=(0, 1)),
             torch.mean(img, dim=1),
+            tall.sum(),
+            torch.mean(near1 - 1.0),
+            torch.prod(near1.reshape(-1)[:4000] * 0.5 + 0.5),
         )
 
 

@@ -257,24 +257,6 @@ __global__ void stitch_axis_finish_kernel(Epi epi, const StitchAxisState* ws, fl
   }
 }
 
-// The default memory pool keeps freed memory between calls (cudaMallocAsync is then cheap).
-static inline void stitch_axis_keep_pool() {
-  static bool done[64] = {false};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    (void)cudaGetLastError();
-    return;
-  }
-  if (done[dev]) return;
-  done[dev] = true;
-  cudaMemPool_t pool;
-  if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
-    unsigned long long threshold = ~0ull;
-    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-  }
-  (void)cudaGetLastError();
-}
-
 static inline int64_t stitch_axis_div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <int OP, class Pro, class Epi>
@@ -322,7 +304,7 @@ static int stitch_axis_reduce_run(const Pro& pro, const Epi& epi, float* saved, 
   }
   StitchAxisState* ws = nullptr;
   if (parts > 1) {
-    stitch_axis_keep_pool();
+    stitch_keep_async_pool();
     const cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(StitchAxisState) * outputs * parts,
                                             stream);
     if (err != cudaSuccess) return (int)err;
