@@ -40,10 +40,11 @@ __device__ __forceinline__ bool stitch_arg_better(float va, int64_t ia, float vb
 }
 
 // Online (max, sum of exp(x - max)) update with one element. -inf adds nothing; a NaN max sticks (every
-// later comparison is false); with an infinite max `s` is unused (stitch_lse_value).
+// later comparison is false); a +inf max makes the sum NaN, as PyTorch's exp(inf - inf) does, so a
+// softmax over it is NaN throughout (logsumexp ignores the sum then: stitch_lse_value).
 __device__ __forceinline__ void stitch_lse_step(float& m, float& s, float v) {
   if (v > m) {
-    s = s * expf(m - v) + 1.f;
+    s = v == INFINITY ? NAN : s * expf(m - v) + 1.f;
     m = v;
   } else if (v != v) {
     m = v;
