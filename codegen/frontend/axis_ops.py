@@ -15,7 +15,6 @@ itself; the fusion planner puts them in the group (values last, so a values epil
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -159,9 +158,3 @@ def axis_flops(classifier: Classifier, spec: OpSpec) -> int:
     if spec.op in ("softmax", "log_softmax"):
         return 5 * numel
     return numel * (3 if spec.op == "logsumexp" else 1)
-
-
-def axis_view(shape: tuple[int, ...], dims: list[int]) -> tuple[int, int, int]:
-    """(outer, n, inner) of `shape` around the adjacent `dims`."""
-    d0, d1 = dims[0], dims[-1]
-    return math.prod(shape[:d0]), math.prod(shape[d0 : d1 + 1]), math.prod(shape[d1 + 1 :])
