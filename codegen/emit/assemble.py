@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from codegen.emit.axis import write_axis
 from codegen.emit.conv import write_conv
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.expressions import ExprError
@@ -28,7 +29,7 @@ from codegen.emit.pool import write_pool
 from codegen.emit.rnn import write_rnn
 from codegen.emit.scan import write_scan
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import ATTR, CONV, NORM, OUTPUT, POOL, RNN, SCALAR, SCAN, VIEW
+from codegen.frontend.ops import ATTR, AXIS, CONV, NORM, OUTPUT, POOL, RNN, SCALAR, SCAN, VIEW
 from codegen.frontend.source import indent
 from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
@@ -51,6 +52,7 @@ FAMILY_WRITERS = {
     NORM: write_norm,
     SCAN: write_scan,
     RNN: write_rnn,
+    AXIS: write_axis,
 }  # group kinds written outside codegen.emit.kernels
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
 

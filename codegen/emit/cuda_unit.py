@@ -20,6 +20,7 @@ LIB_ORDER = (
     "softmax",
     "layernorm",
     "reduce",
+    "axis",
     "scan",
     "batchnorm",
     "gemm",

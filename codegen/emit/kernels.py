@@ -524,7 +524,7 @@ class GroupWriter:
             ]
             scale = "1.0 / red if red else float('nan')" if anchor.op == "mean" else "1.0"
             helper.lines.append(f"scale = {scale}")
-            op_code = {"sum": 0, "mean": 0, "amax": 1, "amin": 2}[anchor.op]
+            op_code = {"sum": 0, "mean": 0, "amax": 1, "amin": 2, "prod": 3}[anchor.op]
             self.unit.use("reduce")
             params = pro_fields + epi_fields + [("float*", "y"), ("int64_t", "outer"), ("int64_t", "red")]
             params += [("int64_t", "inner"), ("float", "scale")]

@@ -19,6 +19,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from codegen.frontend import activation_ops as act
+from codegen.frontend.axis_ops import AXIS as AXIS  # re-exported with the other family names
+from codegen.frontend.axis_ops import (
+    AXIS_FUNCTIONS,
+    AXIS_OPS,
+    classify_axis,
+    classify_axis_softmax,
+    classify_indexed_extremum,
+)
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
@@ -146,6 +154,8 @@ _FUNCTIONS: dict[int, str] = _collect(
         ("amin", [torch.amin]),
         ("max", [torch.max]),
         ("min", [torch.min]),
+        ("prod", [torch.prod]),
+        *AXIS_FUNCTIONS,
         ("view", [torch.reshape, torch.flatten, torch.transpose, torch.permute, torch.unsqueeze]),
         ("view", [torch.squeeze, torch.t, torch.split, torch.chunk, torch.unbind, torch.narrow]),
         ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),
@@ -231,7 +241,7 @@ _ELEMENTWISE_OPS = frozenset(
     | {"div", "pow", "maximum", "minimum", "identity", "dropout"}
     | act.ACTIVATION_OPS
 )
-_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min"})
+_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod"})
 _GEMMS = frozenset({"linear", "matmul", "mm", "bmm", "addmm"})
 
 # Positional signatures (after the input) used to bind call_function / call_method arguments.
@@ -270,6 +280,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "amin": ("input", "dim", "keepdim"),
     "max": ("input", "dim", "keepdim"),
     "min": ("input", "dim", "keepdim"),
+    "prod": ("input", "dim", "keepdim", "dtype"),
     **act.ACTIVATION_SIGNATURES,
 }
 
@@ -366,6 +377,8 @@ class Classifier:
             classify_scan(self, spec)
         elif op in RNN_OPS:
             classify_rnn(self, spec)
+        elif op in AXIS_OPS:
+            classify_axis(self, spec)
         else:
             spec.reason = f"no template for {op}"
         return spec
@@ -554,7 +567,7 @@ class Classifier:
             self.reject(spec, f"{spec.op} of a non-float32 tensor")
             return
         if dim % value.dim() != value.dim() - 1:
-            self.reject(spec, f"{spec.op} over dim {dim}, not the last dim")
+            classify_axis_softmax(self, spec, x, dim)
             return
         spec.family = SOFTMAX
         spec.args = {"input": x}
@@ -631,7 +644,7 @@ class Classifier:
         if with_indices:
             users = list(node.users)
             if len(users) != 1 or users[0].target is not operator.getitem or users[0].args[1] != 0:
-                self.reject(spec, f"{op} whose indices are used")
+                classify_indexed_extremum(self, spec)
                 return
         spec.family = REDUCTION
         spec.op = {"max": "amax", "min": "amin"}.get(op, op)

@@ -3,8 +3,8 @@
 A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kernel):
 - elementwise: a run of elementwise ops of one output shape (other operands broadcast into it);
 - gemm: linear / matmul / bmm / addmm with the elementwise ops that follow it (epilogue);
-- softmax / layer_norm / reduction: the row op, an elementwise prologue feeding it, and an
-  elementwise epilogue after it;
+- softmax / layer_norm / reduction / axis (arg-reductions, logsumexp, softmax over a non-last
+  dim): the row op, an elementwise prologue feeding it, and an elementwise epilogue after it;
 - batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue;
 - conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py);
 - pool / group_norm: our pooling kernel or group/instance-norm statistics, elementwise epilogue fused.
@@ -30,6 +30,7 @@ import torch.fx as fx
 
 from codegen.frontend.ops import (
     ATTR,
+    AXIS,
     BATCH_NORM,
     CONV,
     ELEMENTWISE,
@@ -51,7 +52,7 @@ from codegen.frontend.ops import (
 )
 from codegen.schedule.conv import conv_has_split_form
 
-ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN)
+ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN, AXIS)
 ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
@@ -67,6 +68,7 @@ COMPLEXITY = {
     SOFTMAX: 3,
     SCAN: 3,
     REDUCTION: 2,
+    AXIS: 2,
     POOL: 2,
     NORM: 4,
     ELEMENTWISE: 1,
@@ -227,8 +229,19 @@ class FusionPlanner:
         """Re-ordering is only safe when every in-place op became an out-of-place elementwise op."""
         return any(self.classifier.is_inplace_node(s.node) and s.family != ELEMENTWISE for s in self.specs)
 
-    def _pullable(self, spec: OpSpec) -> bool:
-        return spec.family in (ELEMENTWISE, VIEW, SCALAR) and not self.classifier.is_inplace_node(spec.node)
+    def _pullable(self, spec: OpSpec, producer: fx.Node) -> bool:
+        """Elementwise and metadata consumers follow their producer; so does a row op fed by an
+        elementwise chain, so that the chain becomes its prologue even when other inputs' chains
+        come first in the reference's order."""
+        if self.classifier.is_inplace_node(spec.node):
+            return False
+        if spec.family in (ELEMENTWISE, VIEW, SCALAR):
+            return True
+        return (
+            spec.family in ROW_FAMILIES
+            and spec.args.get("input") is producer
+            and self.by_node[producer].family == ELEMENTWISE
+        )
 
     def schedule(self) -> list[OpSpec]:
         """Topological re-order that puts each elementwise consumer right after its producer."""
@@ -248,7 +261,7 @@ class FusionPlanner:
                     for u in current.users
                     if u not in placed
                     and u in self.by_node
-                    and self._pullable(self.by_node[u])
+                    and self._pullable(self.by_node[u], current)
                     and all(i in placed for i in u.all_input_nodes)
                 ]
                 if not candidates:
@@ -352,6 +365,8 @@ class FusionPlanner:
                     return None
             merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(chain))
             merged.save_prologue = any(u is not spec.node for u in group.tail.users)
+            if merged.save_prologue and spec.family == REDUCTION:
+                return None  # templates/reduce.cuh cannot store the prologue's result: a kernel of its own
         elif group.kind == GEMM and len(group.tail.users) == 1:
             fold = gemm_folds(self.classifier, group)
             kept, stolen = group.epilogue[: fold.count], group.epilogue[fold.count :]
@@ -379,6 +394,8 @@ class FusionPlanner:
         assert spec is not None
         if spec.family == REDUCTION and spec.args.get("with_indices"):
             group.absorbed = [next(iter(spec.node.users))]
+        if spec.family == AXIS:  # a max/min tuple's getitems, values last (frontend/axis_ops.py)
+            group.absorbed = list(spec.args.get("absorbed", ()))
         group.lead = [self.by_node[n] for n in spec.args.get("lead", ())]
         group.trail = [self.by_node[n] for n in spec.args.get("trail", ())]
         return group
@@ -387,8 +404,12 @@ class FusionPlanner:
         members = set(group.members)
         outputs = [n for n in group.members if any(u not in members for u in n.users)]
         if group.kind in ROW_FAMILIES:
+            # The kernel writes the tail, the prologue's result and the getitems it absorbed (an
+            # AXIS group's indices next to its values); other members live in registers only.
             outputs = [
-                n for n in outputs if n is group.tail or (group.prologue and n is group.prologue[-1].node)
+                n
+                for n in outputs
+                if n is group.tail or n in group.absorbed or (group.prologue and n is group.prologue[-1].node)
             ]
         if group.tail not in outputs:
             outputs.append(group.tail)
@@ -430,12 +451,16 @@ def realize(steps: list[Step], levels: dict[str, int]) -> list[Step]:
         if level <= 0:
             out.append(step)
         elif level >= 2:
-            for spec in group.specs:
+            # The absorbed getitems right after their anchor: the epilogue reads them.
+            head = group.prologue + group.lead + ([group.anchor] if group.anchor else [])
+            for i, spec in enumerate(group.specs):
                 ref = Group(id=group.id, kind=REFERENCE, epilogue=[spec], level=2, reason="demoted by fix")
                 ref.outputs = [spec.node]
                 out.append(Step(group=ref))
-            for node in group.absorbed:
-                out.append(Step(spec=_view_spec(node)))
+                if i == len(head) - 1:
+                    out.extend(Step(spec=_view_spec(node)) for node in group.absorbed)
+            if not head:
+                out.extend(Step(spec=_view_spec(node)) for node in group.absorbed)
         else:
             out.extend(Step(group=g) for g in _split(group))
     return out

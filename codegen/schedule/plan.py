@@ -21,7 +21,7 @@ import torch.fx as fx
 
 from codegen.frontend.analysis import op_info, tensor_spec
 from codegen.frontend.capture import TracedModel, TraceFailure, trace_problem
-from codegen.frontend.ops import ATTR, INPUT, OUTPUT, RNN, SCALAR, VIEW, Classifier, OpSpec
+from codegen.frontend.ops import ATTR, AXIS, INPUT, OUTPUT, RNN, SCALAR, VIEW, Classifier, OpSpec
 from codegen.frontend.source import ProblemSource, parse_problem
 from codegen.schedule.conv import conv_describe, conv_launches, conv_template
 from codegen.schedule.fusion import (
@@ -175,6 +175,8 @@ def _template(classifier: Classifier, group: Group) -> str:
         return "bn_stats+ew"
     if group.kind == SCAN:
         return "scan_reverse" if group.anchor.args["reverse"] else "scan"
+    if group.kind == AXIS:
+        return f"axis_{group.anchor.op}"
     if group.kind == CONV:
         return conv_template(classifier, group)
     if group.kind == "group_norm":

@@ -34,6 +34,7 @@ _LIB_KIND = {
 }
 _LIB_KIND |= {
     "reduce": ("reduction",),
+    "axis": ("axis",),
     "elementwise": ("elementwise", "batch_norm", "gemm", "softmax", "layer_norm", "conv", "group_norm"),
 }
 

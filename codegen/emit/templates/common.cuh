@@ -119,6 +119,25 @@ __device__ __forceinline__ T stitch_block_reduce(T v, Op op, T identity, T* shar
   return shared[0];
 }
 
+// The default memory pool keeps freed memory between calls, so a kernel's stream-ordered workspace
+// (cudaMallocAsync / cudaFreeAsync, capturable in a CUDA graph) costs no real allocation after the first.
+static inline void stitch_keep_async_pool() {
+  static bool done[64] = {false};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    (void)cudaGetLastError();
+    return;
+  }
+  if (done[dev]) return;
+  done[dev] = true;
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+    unsigned long long threshold = ~0ull;
+    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  }
+  (void)cudaGetLastError();
+}
+
 // Epilogue that leaves values unchanged.
 struct StitchNoEpi {
   __device__ __forceinline__ float apply(float v, int64_t) const { return v; }

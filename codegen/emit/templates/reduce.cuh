@@ -1,15 +1,15 @@
-// lib reduce: sum / mean / amax / amin of a [outer, R, inner] row-major view over R.
-// OP: 0 sum (times `scale`: 1 for sum, 1/R for mean), 1 max, 2 min. Pro::load(e) reads input element e;
+// lib reduce: sum / mean / amax / amin / prod of a [outer, R, inner] row-major view over R.
+// OP: 0 sum (times `scale`: 1 for sum, 1/R for mean), 1 max, 2 min, 3 product. Pro::load(e) reads input element e;
 // Epi::apply(v, o) transforms output element o.
 
 template <int OP>
 __device__ __forceinline__ float stitch_reduce_identity() {
-  return OP == 0 ? 0.f : (OP == 1 ? -INFINITY : INFINITY);
+  return OP == 0 ? 0.f : (OP == 1 ? -INFINITY : (OP == 2 ? INFINITY : 1.f));
 }
 
 template <int OP>
 __device__ __forceinline__ float stitch_reduce_op(float a, float b) {
-  return OP == 0 ? a + b : (OP == 1 ? stitch_max(a, b) : stitch_min(a, b));
+  return OP == 0 ? a + b : (OP == 1 ? stitch_max(a, b) : (OP == 2 ? stitch_min(a, b) : a * b));
 }
 
 template <int OP>
@@ -105,10 +105,130 @@ __global__ void stitch_reduce_cols_kernel(Pro pro, Epi epi, float* y, int64_t ou
   }
 }
 
+// Few outputs over many elements (a full reduction, a first-dim sum of a narrow tensor): each output's R
+// elements are split into `parts` chunks reduced by separate blocks into the workspace `ws`
+// (ws[output * parts + part]), then stitch_reduce_finish_kernel folds the parts in order (deterministic).
+// inner == 1: one block per (row, part); 16-byte loads when `vec` (R and chunk multiples of 4).
+template <int OP, class Pro>
+__global__ void stitch_reduce_part_rows_kernel(Pro pro, float* ws, int64_t rows, int64_t R, int64_t parts,
+                                               int64_t chunk, bool vec) {
+  __shared__ float red[32];
+  for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
+    const int64_t base = (w / parts) * R;
+    const int64_t lo = (w % parts) * chunk;
+    const int64_t hi = lo + chunk < R ? lo + chunk : R;
+    float acc[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_identity<OP>();
+    if (vec) {
+#pragma unroll 4
+      for (int64_t j = lo + 4 * (int64_t)threadIdx.x; j < hi; j += 4 * (int64_t)blockDim.x) {
+        float t[4];
+        pro.load4(base + j, t);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
+      }
+    } else {
+#pragma unroll 4
+      for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) acc[0] = stitch_reduce_op<OP>(acc[0], pro.load(base + j));
+    }
+    float a = stitch_reduce_op<OP>(stitch_reduce_op<OP>(acc[0], acc[1]), stitch_reduce_op<OP>(acc[2], acc[3]));
+    a = stitch_block_reduce(a, StitchReduceOp<OP>(), stitch_reduce_identity<OP>(), red);
+    if (threadIdx.x == 0) ws[w] = a;
+  }
+}
+
+// inner > 1: 32 adjacent columns per block, blockDim.y threads per column, gridDim.z parts of R.
+template <int OP, class Pro>
+__global__ void stitch_reduce_part_cols_kernel(Pro pro, float* ws, int64_t outer, int64_t R, int64_t inner,
+                                               int64_t parts, int64_t chunk) {
+  __shared__ float part[32][33];
+  const int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;
+  const int64_t lo = (int64_t)blockIdx.z * chunk;
+  const int64_t hi = lo + chunk < R ? lo + chunk : R;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    float acc = stitch_reduce_identity<OP>();
+    if (i < inner) {
+#pragma unroll 4
+      for (int64_t r = lo + threadIdx.y; r < hi; r += blockDim.y) acc = stitch_reduce_op<OP>(acc, pro.load((o * R + r) * inner + i));
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < inner) {
+      for (int k = 1; k < (int)blockDim.y; ++k) acc = stitch_reduce_op<OP>(acc, part[k][threadIdx.x]);
+      ws[(o * inner + i) * parts + blockIdx.z] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+// One warp per output: folds its parts, scales, applies the epilogue.
+template <int OP, class Epi>
+__global__ void stitch_reduce_finish_kernel(Epi epi, const float* ws, float* y, int64_t outputs, int64_t parts,
+                                            float scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  const int64_t stride = (int64_t)gridDim.x * warps;
+  for (int64_t o = (int64_t)blockIdx.x * warps + (threadIdx.x >> 5); o < outputs; o += stride) {
+    float acc = stitch_reduce_identity<OP>();
+    for (int64_t p = lane; p < parts; p += 32) acc = stitch_reduce_op<OP>(acc, ws[o * parts + p]);
+    acc = stitch_warp_reduce(acc, StitchReduceOp<OP>());
+    if (lane == 0) y[o] = epi.apply(stitch_reduce_finish<OP>(acc, scale), o);
+  }
+}
+
+static inline int64_t stitch_reduce_div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The split path when it pays (fewer outputs' blocks than two per SM and long enough parts); returns
+// -1 when the caller should use the single-pass kernels.
+template <int OP, class Pro, class Epi>
+static int stitch_reduce_split(const Pro& pro, const Epi& epi, float* y, int64_t outer, int64_t R, int64_t inner,
+                               float scale, cudaStream_t stream) {
+  const int64_t want = 2LL * stitch_sm_count();
+  const int64_t tiles = stitch_reduce_div_up(inner, 32);
+  const bool rows = inner == 1;
+  const int64_t blocks = rows ? outer : tiles * outer;
+  const int64_t least = rows ? 8192 : 512;  // elements a part at least
+  if (blocks >= want || R < 2 * least || tiles > 2147483647LL) return -1;
+  int64_t parts = stitch_reduce_div_up(want, blocks);
+  const int64_t most = stitch_reduce_div_up(R, least);
+  if (parts > most) parts = most;
+  if (parts > 65535) parts = 65535;
+  int64_t chunk = stitch_reduce_div_up(R, parts);
+  if (rows) chunk = (chunk + 3) & ~3LL;
+  parts = stitch_reduce_div_up(R, chunk);
+  if (parts < 2) return -1;
+  const int64_t outputs = outer * inner;
+  stitch_keep_async_pool();
+  float* ws = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(float) * outputs * parts, stream);
+  if (err != cudaSuccess) return (int)err;
+  if (rows) {
+    const bool vec = (R & 3) == 0 && pro.vec_ok();
+    stitch_reduce_part_rows_kernel<OP, Pro><<<stitch_grid_all(outer * parts, 1), 512, 0, stream>>>(
+        pro, ws, outer, R, parts, chunk, vec);
+  } else {
+    const dim3 grid((unsigned)tiles, (unsigned)(outer < 65535 ? outer : 65535), (unsigned)parts);
+    stitch_reduce_part_cols_kernel<OP, Pro><<<grid, dim3(32, 32), 0, stream>>>(pro, ws, outer, R, inner, parts, chunk);
+  }
+  err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    stitch_reduce_finish_kernel<OP, Epi><<<stitch_grid_all(outputs, 8), 256, 0, stream>>>(epi, ws, y, outputs, parts,
+                                                                                           scale);
+    err = cudaGetLastError();
+  }
+  const cudaError_t freed = cudaFreeAsync(ws, stream);
+  return (int)(err != cudaSuccess ? err : freed);
+}
+
 template <int OP, class Pro, class Epi>
 static int stitch_reduce_run(const Pro& pro, const Epi& epi, float* y, int64_t outer, int64_t R, int64_t inner,
                              float scale, cudaStream_t stream) {
   if (outer <= 0 || inner <= 0) return (int)cudaGetLastError();
+  if (R > 0) {
+    const int split = stitch_reduce_split<OP, Pro, Epi>(pro, epi, y, outer, R, inner, scale, stream);
+    if (split >= 0) return split;
+  }
   if (inner == 1) {
     if ((R & 3) == 0 && pro.vec_ok()) {
       if (R >= 2048) {
