@@ -8,16 +8,12 @@ the CPU, which checks that demotion keeps the absorbed getitems before the ops t
 from __future__ import annotations
 
 import ast
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from support.nvcc_build import NVCC, build_and_load
 
 from codegen.emit.assemble import Options, assemble
 from codegen.frontend.ops import AXIS, OTHER, REDUCTION, SOFTMAX
@@ -29,9 +25,6 @@ from tools.checks import static_findings, verdict
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
 FAMILIES = FIXTURES / "level2" / "32_Axis_Families.py"
 SUITE = Path(__file__).parents[2] / "evals" / "suite"
-NVCC = shutil.which("nvcc") or (
-    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
-)
 
 PROBLEM = """
 import torch
@@ -247,32 +240,12 @@ def test_every_suite_axis_problem_is_fully_covered() -> None:
         assert OTHER not in kinds
 
 
-# Loads the program as KernelBench's harness does: the reference exec'd into a dict, then the program.
-RUNNER = r"""
-import sys
-context = {}
-exec(compile(open(sys.argv[2]).read(), "<string>", "exec"), context)
-exec(compile(open(sys.argv[1]).read(), "<string>", "exec"), context)
-print(sorted(n for n in dir(context["_ext"]) if n.startswith(("axis_", "reduce_"))))
-"""
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_every_axis_variant_builds_with_nvcc(tmp_path: Path) -> None:
     program = tmp_path / "axis_solution.py"
     program.write_text(families_program())
-    cache = Path(tempfile.gettempdir()) / "stitchcuda-codegen-test-extensions"
-    cache.mkdir(exist_ok=True)
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(cache), MAX_JOBS="2")
-    env["PATH"] = f"{Path(str(NVCC)).parent}:{env.get('PATH', '')}"
-    proc = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(program), str(FAMILIES)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    names = build_and_load(program, FAMILIES)
     # 9 AXIS groups, 8 launchers: the two plain argmin groups share one (shapes are run-time arguments).
-    assert proc.stdout.count("axis_") == 8 and proc.stdout.count("reduce_") == 1, proc.stdout
+    assert sum(n.startswith("axis_") for n in names) == 8, names
+    assert sum(n.startswith("reduce_") for n in names) == 1, names
