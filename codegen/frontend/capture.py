@@ -36,8 +36,11 @@ from codegen.frontend.rnn_ops import rnn_meta_result
 from tools.problem import exec_problem_source
 from tools.worker import timing_window
 
+_unpatched: Callable[[], contextlib.AbstractContextManager[Any]]
 try:  # evaluating a leaf module inside the trace must not re-enter fx's patched Module.__call__
-    from torch.fx._symbolic_trace import _maybe_revert_all_patches as _unpatched
+    from torch.fx._symbolic_trace import _maybe_revert_all_patches
+
+    _unpatched = _maybe_revert_all_patches
 except ImportError:  # pragma: no cover - older torch
     _unpatched = contextlib.nullcontext
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx as fx
@@ -290,7 +290,7 @@ def bind(node: fx.Node, op: str) -> dict[str, Any]:
 def target_text(node: fx.Node, root: nn.Module) -> str:
     """How the reference spells the call, for reports."""
     if node.op == "call_module":
-        return f"self.{node.target} ({type(root.get_submodule(node.target)).__name__})"
+        return f"self.{node.target} ({type(root.get_submodule(str(node.target))).__name__})"
     if node.op == "call_method":
         return f"Tensor.{node.target}"
     if node.op == "call_function":
@@ -372,13 +372,14 @@ class Classifier:
 
     def _canonical(self, node: fx.Node) -> str:
         if node.op == "call_module":
-            module = self.root.get_submodule(node.target)
+            module = self.root.get_submodule(str(node.target))
             for cls, name in _MODULES:
                 if type(module) is cls:
                     return name
             return type(module).__name__.lower()
         if node.op == "call_method":
-            name = _METHOD_ALIASES.get(node.target, node.target)
+            method = str(node.target)
+            name = _METHOD_ALIASES.get(method, method)
             if name in _VIEW_METHODS:
                 return "view"
             if name in _ELEMENTWISE_METHODS or name in _REDUCTIONS or name in _GEMMS:
@@ -398,12 +399,12 @@ class Classifier:
         spec.family, spec.reason = OTHER, reason
 
     def _module(self, spec: OpSpec) -> nn.Module | None:
-        return self.root.get_submodule(spec.node.target) if spec.node.op == "call_module" else None
+        return self.root.get_submodule(str(spec.node.target)) if spec.node.op == "call_module" else None
 
     def is_inplace_node(self, node: fx.Node) -> bool:
         """Does the node write into one of its inputs (x.add_(), F.relu(x, inplace=True), ...)?"""
         if node.op == "call_module":
-            return bool(getattr(self.root.get_submodule(node.target), "inplace", False))
+            return bool(getattr(self.root.get_submodule(str(node.target)), "inplace", False))
         if node.op == "call_method":
             return str(node.target).endswith("_") and not str(node.target).startswith("_")
         if node.op == "call_function":
@@ -449,10 +450,11 @@ class Classifier:
             bound: dict[str, Any] = {}
         else:
             bound = bind(node, op)
-            operands, params = _elementwise_operands(op, bound)
-            if operands is None:
+            found, params = _elementwise_operands(op, bound)
+            if found is None:
                 self.reject(spec, params.get("reason", f"unsupported arguments for {op}"))
                 return
+            operands = found
         if op == "dropout":
             p = params.get("p", 0.5)
             if not isinstance(p, (int, float)) or p != 0:
@@ -490,8 +492,8 @@ class Classifier:
         module = self._module(spec)
         if module is not None:
             x = node.args[0] if node.args else node.kwargs.get("input")
-            bias = ModuleAttr(node.target, "bias") if module.bias is not None else None
-            args = {"a": x, "weight": ModuleAttr(node.target, "weight"), "bias": bias}
+            bias = self.module_attr(spec, "bias") if module.bias is not None else None
+            args: dict[str, Any] = {"a": x, "weight": self.module_attr(spec, "weight"), "bias": bias}
         else:
             bound = bind(node, op)
             if op == "linear":
@@ -517,8 +519,8 @@ class Classifier:
             if other.dim() != 2 or a.dim() < 1:
                 self.reject(spec, "linear needs a 2-D weight")
                 return
-            bias = self.value(args["bias"]) if args.get("bias") is not None else None
-            if bias is not None and bias.dim() != 1:
+            bias_value = self.value(args["bias"]) if args.get("bias") is not None else None
+            if bias_value is not None and bias_value.dim() != 1:
                 self.reject(spec, "linear bias is not 1-D")
                 return
         else:
@@ -529,9 +531,9 @@ class Classifier:
                 self.reject(spec, f"{op} with broadcast batch dimensions")
                 return
             if op == "addmm":
-                bias = self.value(args["bias"])
+                bias_value = self.value(args["bias"])
                 n = other.shape[-1]
-                if tuple(bias.shape) not in ((n,), (1, n)):
+                if tuple(bias_value.shape) not in ((n,), (1, n)):
                     self.reject(spec, "addmm bias is not a row vector")
                     return
         spec.family = GEMM
@@ -540,8 +542,10 @@ class Classifier:
     def _softmax(self, spec: OpSpec) -> None:
         node = spec.node
         module = self._module(spec)
+        dim: Any
+        dtype: Any
         if module is not None:
-            dim, dtype = module.dim, None
+            dim, dtype = cast("nn.Softmax | nn.LogSoftmax", module).dim, None
             x = node.args[0]
         else:
             bound = bind(node, spec.op)
@@ -562,20 +566,24 @@ class Classifier:
     def _layer_norm(self, spec: OpSpec) -> None:
         node = spec.node
         module = self._module(spec)
+        shape: tuple[int, ...]
+        weight: Any
+        bias: Any
         if module is not None:
+            module = cast(nn.LayerNorm, module)
             x = node.args[0]
             shape = tuple(module.normalized_shape)
-            weight = ModuleAttr(node.target, "weight") if module.weight is not None else None
-            bias = ModuleAttr(node.target, "bias") if getattr(module, "bias", None) is not None else None
+            weight = self.module_attr(spec, "weight") if module.weight is not None else None
+            bias = self.module_attr(spec, "bias") if getattr(module, "bias", None) is not None else None
             eps = float(module.eps)
         else:
             bound = bind(node, "layer_norm")
-            x, shape = bound.get("input"), bound.get("normalized_shape")
+            x, given = bound.get("input"), bound.get("normalized_shape")
             weight, bias, eps = bound.get("weight"), bound.get("bias"), bound.get("eps", 1e-5)
-            if not isinstance(shape, (tuple, list)) or not all(isinstance(s, int) for s in shape):
+            if not isinstance(given, (tuple, list)) or not all(isinstance(s, int) for s in given):
                 self.reject(spec, "layer_norm with a non-constant normalized_shape")
                 return
-            shape = tuple(shape)
+            shape = tuple(given)
             if not isinstance(eps, (int, float)):
                 self.reject(spec, "layer_norm with a non-constant eps")
                 return
@@ -662,20 +670,24 @@ class Classifier:
 
 
 def _module_params(op: str, module: nn.Module) -> dict[str, Any]:
+    """The hyper-parameters of an activation module; `op` came from the module's exact class
+    (`_MODULES`), so each cast names the class the module is."""
     if op in act.ACTIVATION_OPS:
         return act.activation_params(op, vars(module))
     if op == "gelu":
-        return {"approximate": module.approximate}
+        return {"approximate": cast(nn.GELU, module).approximate}
     if op in ("hardtanh", "relu6"):
-        return {"min_val": float(module.min_val), "max_val": float(module.max_val)}
+        hardtanh = cast(nn.Hardtanh, module)  # nn.ReLU6 is a Hardtanh
+        return {"min_val": float(hardtanh.min_val), "max_val": float(hardtanh.max_val)}
     if op == "leaky_relu":
-        return {"negative_slope": float(module.negative_slope)}
+        return {"negative_slope": float(cast(nn.LeakyReLU, module).negative_slope)}
     if op == "elu":
-        return {"alpha": float(module.alpha)}
+        return {"alpha": float(cast(nn.ELU, module).alpha)}
     if op == "softplus":
-        return {"beta": float(module.beta), "threshold": float(module.threshold)}
+        softplus = cast(nn.Softplus, module)
+        return {"beta": float(softplus.beta), "threshold": float(softplus.threshold)}
     if op == "dropout":
-        return {"p": float(module.p)}
+        return {"p": float(cast(nn.Dropout, module).p)}
     return {}
 
 
