@@ -9,7 +9,7 @@ Plain symbolic tracing is tried first. When it fails because Python control flow
 (`for t in range(x.size(1))`), a second pass makes size queries concrete: the loop unrolls and the
 program becomes specialised to the traced input shapes (the generated forward checks them).
 
-The trace never stops at a whole module when it can go finer (docs/tracing.md):
+The trace never stops at a whole module when it can go finer:
 - PyTorch container modules (`nn.TransformerEncoder`, its layers) are traced into; leaf modules of
   torch.nn without children stay one node, which the classifier maps to an operator;
 - attention modules and functions are recorded as the operators they are made of (decompose.py);
