@@ -191,9 +191,9 @@ def _literal(source: str, name: str, default: str) -> str:
     except SyntaxError:
         return default
     for node in tree.body:
-        named = isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in node.targets
-        )
+        if not isinstance(node, ast.Assign):
+            continue
+        named = any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
         if named and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return node.value.value
     return default

@@ -20,10 +20,11 @@ from typing import Any
 import torch
 
 from codegen.emit.axis import write_axis
+from codegen.emit.chain import CodegenError
 from codegen.emit.conv import write_conv
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.expressions import ExprError
-from codegen.emit.kernels import CodegenError, GroupWriter
+from codegen.emit.kernels import GroupWriter
 from codegen.emit.norm import write_norm
 from codegen.emit.pool import write_pool
 from codegen.emit.rnn import write_rnn

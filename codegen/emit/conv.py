@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from codegen.emit.kernels import ChainOp, GroupWriter, Helper, Token, spec_ops
+from codegen.emit.chain import ChainOp, Token, spec_ops
+from codegen.emit.helper import Helper
+from codegen.emit.kernels import GroupWriter
 from codegen.schedule.conv import conv_folds, conv_template
 from codegen.schedule.fusion import Group
 

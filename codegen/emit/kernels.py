@@ -1,11 +1,10 @@
-"""Per-group code: CUDA functors and launchers, plus the Python helper that calls them.
+"""Per-group code: the writer that turns each covered group into CUDA launchers and a Python helper.
 
-Every covered group becomes a Python function `_g<id>(...)` in the program. Elementwise math is
-expressed as a `Chain` (a list of ops over external operands) and compiled into small functor
-structs that the template libraries instantiate:
-- `StitchEw_*`  : standalone elementwise kernel (float4 path + scalar tail), multi-output;
-- `StitchPro_*` : the load of a row kernel (softmax / layernorm / reduce) with its prologue fused;
-- `StitchEpi_*` : the store of a row kernel or of BatchNorm with the epilogue fused.
+Every covered group becomes a Python function `_g<id>(...)` in the program (codegen/emit/helper.py).
+Its elementwise math is a `Chain` (codegen/emit/chain.py) compiled into functor structs
+(codegen/emit/functors.py) that the template libraries instantiate. This module writes the groups of
+the core families (elementwise, GEMM, softmax / layer norm / reductions, BatchNorm) and hands the
+others to the family writers it is given (conv, pool, norm, scan, rnn), so it imports none of them.
 Operands whose shape equals the group's output shape are "full" (vector loads); others are
 "broadcast" and read element e at (e / inner) % count, both computed at run time from shapes.
 """
@@ -13,17 +12,19 @@ Operands whose shape equals the group's output shape are "full" (vector loads); 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx as fx
 
-from codegen.emit.cuda_unit import NAME_PLACEHOLDER, CudaUnit
-from codegen.emit.expressions import c_float, op_expr
+from codegen.emit.chain import Chain, ChainOp, CodegenError, ModuleRef, Token, build_chain, spec_ops
+from codegen.emit.cuda_unit import CudaUnit
+from codegen.emit.functors import epi_functor, ew_functor, pro_functor
+from codegen.emit.helper import Helper
 from codegen.emit.row_io import RowIO
 from codegen.emit.row_io import functor_init as _init
-from codegen.frontend.ops import Classifier, ModuleAttr, OpSpec, python_attr_path
+from codegen.frontend.ops import Classifier
 from codegen.schedule.fusion import (
     BATCH_NORM,
     ELEMENTWISE,
@@ -34,290 +35,6 @@ from codegen.schedule.fusion import (
     Group,
     gemm_folds,
 )
-
-
-class CodegenError(ValueError):
-    """A group the templates cannot express; str() is one line."""
-
-
-@dataclass(frozen=True)
-class Token:
-    """A tensor that exists only inside a group's Python helper (a cuBLASLt result, BN statistics)."""
-
-    name: str
-    full: bool
-
-
-@dataclass(frozen=True)
-class ModuleRef:
-    """A submodule passed whole to a helper (BatchNorm needs its buffers and hyper-parameters)."""
-
-    path: str
-
-
-@dataclass
-class ChainOp:
-    op: str
-    operands: list[Any]
-    params: dict[str, Any]
-    key: Any  # the fx node (or Token) whose value this op defines
-
-
-@dataclass
-class Chain:
-    """Elementwise ops over external operands, as C statements."""
-
-    ops: list[ChainOp]
-    full: list[Any] = field(default_factory=list)
-    bcast: list[Any] = field(default_factory=list)
-    scalars: list[Any] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
-    values: dict[Any, str] = field(default_factory=dict)
-
-    def var(self, key: Any) -> str:
-        """The C variable holding `key` (an op result, the seed, or an operand)."""
-        if key in self.values:
-            return self.values[key]
-        for i, ref in enumerate(self.full):
-            if _same(ref, key):
-                return f"x_f{i}"
-        raise CodegenError(f"value {key} is not available in the chain")
-
-    def fields(self, prefix: str = "") -> list[tuple[str, str]]:
-        out = [("const float*", f"{prefix}f{i}") for i in range(len(self.full))]
-        out += [("const float*", f"{prefix}b{i}") for i in range(len(self.bcast))]
-        for i in range(len(self.bcast)):
-            out += [("int64_t", f"{prefix}b{i}_inner"), ("int64_t", f"{prefix}b{i}_count")]
-        out += [("float", f"{prefix}s{i}") for i in range(len(self.scalars))]
-        return out
-
-    def loads(self) -> list[str]:
-        lines = [f"const float x_f{i} = f{i}[e];" for i in range(len(self.full))]
-        lines += [
-            f"const float x_b{i} = b{i}[stitch_bidx(e, b{i}_inner, b{i}_count)];"
-            for i in range(len(self.bcast))
-        ]
-        return lines
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (fx.Node, Token)) or isinstance(b, (fx.Node, Token)):
-        return a is b
-    return a == b
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def build_chain(
-    classifier: Classifier, ops: list[ChainOp], shape: tuple[int, ...], seed: Any = None
-) -> Chain:
-    """Compile `ops` (in order) into C statements; operands outside the chain become loads."""
-    chain = Chain(ops=ops)
-    if seed is not None:
-        chain.values[seed] = "seed"
-
-    def find(items: list[Any], ref: Any) -> int:
-        for i, item in enumerate(items):
-            if _same(item, ref):
-                return i
-        items.append(ref)
-        return len(items) - 1
-
-    def operand(ref: Any) -> tuple[str, Any]:
-        if _is_number(ref):
-            return c_float(ref), ref
-        if isinstance(ref, (fx.Node, Token)) and ref in chain.values:
-            return chain.values[ref], None
-        if isinstance(ref, Token):
-            return (f"x_f{find(chain.full, ref)}" if ref.full else f"x_b{find(chain.bcast, ref)}"), None
-        value = classifier.value(ref)
-        if _is_number(value):
-            return f"s{find(chain.scalars, ref)}", value
-        if not isinstance(value, torch.Tensor):
-            raise CodegenError(f"operand {ref} is neither a tensor nor a number")
-        if tuple(value.shape) == tuple(shape):
-            return f"x_f{find(chain.full, ref)}", None
-        return f"x_b{find(chain.bcast, ref)}", None
-
-    for i, op in enumerate(ops):
-        pairs = [operand(r) for r in op.operands]
-        expr = op_expr(op.op, [p[0] for p in pairs], op.params, [p[1] for p in pairs])
-        chain.lines.append(f"const float v{i} = {expr};")
-        chain.values[op.key] = f"v{i}"
-    return chain
-
-
-def spec_ops(specs: list[OpSpec]) -> list[ChainOp]:
-    return [ChainOp(s.op, list(s.args["operands"]), dict(s.args["params"]), s.node) for s in specs]
-
-
-# ---- CUDA functors ----------------------------------------------------------------------------------
-
-
-def _struct(members: list[tuple[str, str]], methods: str) -> str:
-    decls = "\n".join(f"  {ctype} {name};" for ctype, name in members)
-    return f"struct {NAME_PLACEHOLDER} {{\n{decls}\n{methods}}};\n"
-
-
-def _indent(lines: list[str], spaces: int) -> str:
-    pad = " " * spaces
-    return "\n".join(pad + line for line in lines)
-
-
-def _vec4_lines(chain: Chain, results: list[str], arrays: list[str]) -> list[str]:
-    """Statements computing elements e..e+3 of each `results` value into the float[4] `arrays`."""
-    vec = [f"float F{i}[4];" for i in range(len(chain.full))]
-    vec += [f"stitch_ld4(f{i} + e, F{i});" for i in range(len(chain.full))]
-    vec += [f"float B{i}[4];" for i in range(len(chain.bcast))]
-    vec += [f"stitch_bload4(b{i}, e, b{i}_inner, b{i}_count, B{i});" for i in range(len(chain.bcast))]
-    inner = [f"const float x_f{i} = F{i}[k];" for i in range(len(chain.full))]
-    inner += [f"const float x_b{i} = B{i}[k];" for i in range(len(chain.bcast))]
-    inner += chain.lines + [f"{a}[k] = {v};" for a, v in zip(arrays, results, strict=True)]
-    return vec + ["#pragma unroll", "for (int k = 0; k < 4; ++k) {"] + ["  " + line for line in inner] + ["}"]
-
-
-def ew_functor(
-    unit: CudaUnit, chain: Chain, outputs: list[Any], group: str
-) -> tuple[str, list[tuple[str, str]]]:
-    """A StitchEw_* struct computing `outputs` elementwise; returns (name, output field list)."""
-    out_fields = [("float*", f"o{j}") for j in range(len(outputs))]
-    members = chain.fields() + out_fields
-    out_vars = [chain.var(k) for k in outputs]
-    scalar_body = chain.loads() + chain.lines + [f"o{j}[e] = {v};" for j, v in enumerate(out_vars)]
-    arrays = [f"R{j}" for j in range(len(outputs))]
-    vec = [f"float {a}[4];" for a in arrays] + _vec4_lines(chain, out_vars, arrays)
-    vec += [f"stitch_st4(o{j} + e, R{j});" for j in range(len(outputs))]
-    methods = (
-        "  __device__ __forceinline__ void scalar(int64_t e) const {\n"
-        + _indent(scalar_body, 4)
-        + "\n  }\n  __device__ __forceinline__ void vec4(int64_t e) const {\n"
-        + _indent(vec, 4)
-        + "\n  }\n"
-    )
-    name = unit.define("StitchEw", _struct(members, methods), group)
-    return name, out_fields
-
-
-def pro_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
-    """A StitchPro_* struct for a row kernel's input with its prologue fused.
-
-    load(e) gives element e; load4(e, v) elements e..e+3 through 16-byte loads, valid when the host
-    has checked vec_ok() (every full operand 16-byte aligned) and e is a multiple of 4.
-    """
-    body = chain.loads() + chain.lines + [f"return {chain.var(result)};"]
-    aligned = " && ".join(f"stitch_aligned16(f{i})" for i in range(len(chain.full))) or "true"
-    methods = (
-        "  __device__ __forceinline__ float load(int64_t e) const {\n"
-        + _indent(body, 4)
-        + "\n  }\n  __device__ __forceinline__ void load4(int64_t e, float v[4]) const {\n"
-        + _indent(_vec4_lines(chain, [chain.var(result)], ["v"]), 4)
-        + f"\n  }}\n  bool vec_ok() const {{ return {aligned}; }}\n"
-    )
-    return unit.define("StitchPro", _struct(chain.fields(), methods), group)
-
-
-def epi_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
-    """A StitchEpi_* struct whose apply(seed, e) finishes output element e."""
-    if not chain.ops:
-        return "StitchNoEpi"
-    body = chain.loads() + chain.lines + [f"return {chain.var(result)};"]
-    methods = (
-        "  __device__ __forceinline__ float apply(float seed, int64_t e) const {\n"
-        + _indent(body, 4)
-        + "\n  }\n"
-    )
-    return unit.define("StitchEpi", _struct(chain.fields(), methods), group)
-
-
-# ---- Python helpers ---------------------------------------------------------------------------------
-
-
-class Helper:
-    """The Python function `_g<id>` that prepares operands and calls the group's launchers."""
-
-    def __init__(self, gid: str, doc: str, forward_names: dict[fx.Node, str]) -> None:
-        self.gid = gid
-        self.doc = doc
-        self.forward_names = forward_names
-        self.params: list[str] = []
-        self.call_args: list[str] = []
-        self._params_by_ref: list[tuple[Any, str]] = []
-        self.locals: dict[Any, str] = {}
-        self.lines: list[str] = []
-        self.returns: list[str] = []
-
-    @property
-    def name(self) -> str:
-        return "_" + self.gid.replace(".", "_")
-
-    def ref(self, ref: Any) -> str:
-        """The helper-local Python name of an operand (adding a parameter when it comes from forward)."""
-        if isinstance(ref, (fx.Node, Token)) and ref in self.locals:
-            return self.locals[ref]
-        if _is_number(ref):
-            return repr(float(ref))
-        for known, name in self._params_by_ref:
-            if _same(known, ref):
-                return name
-        if isinstance(ref, fx.Node):
-            expr = self.forward_names[ref]
-        elif isinstance(ref, ModuleAttr):
-            expr = ref.expr
-        elif isinstance(ref, ModuleRef):
-            expr = python_attr_path(ref.path)
-        else:
-            raise CodegenError(f"cannot pass {ref!r} to a group helper")
-        name = f"a{len(self.params)}"
-        self.params.append(name)
-        self.call_args.append(expr)
-        self._params_by_ref.append((ref, name))
-        return name
-
-    def prepare_chain(self, chain: Chain, prefix: str, shape_var: str, compute_shape: bool) -> None:
-        """Make full operands contiguous, fix the chain's shape, compute broadcast (inner, count)."""
-        for i, ref in enumerate(chain.full):
-            self.lines.append(f"{prefix}f{i} = {self.ref(ref)}.contiguous()")
-        if compute_shape:
-            self.lines.append(f"{shape_var} = {self.chain_shape(chain, prefix)}")
-        for i in range(1 if compute_shape and chain.full else 0, len(chain.full)):
-            self.lines.append(f"_stitch_same_shape({prefix}f{i}, {shape_var})")
-        for i, ref in enumerate(chain.bcast):
-            self.lines.append(
-                f"{prefix}b{i}, {prefix}b{i}_inner, {prefix}b{i}_count = _stitch_bc({self.ref(ref)}, {shape_var})"
-            )
-        for i, ref in enumerate(chain.scalars):
-            self.lines.append(f"{prefix}s{i} = float({self.ref(ref)})")
-
-    def chain_args(self, chain: Chain, prefix: str) -> list[str]:
-        """Launcher arguments for the chain's fields, in `Chain.fields` order."""
-        args = [f"{prefix}f{i}.data_ptr()" for i in range(len(chain.full))]
-        args += [f"{prefix}b{i}.data_ptr()" for i in range(len(chain.bcast))]
-        for i in range(len(chain.bcast)):
-            args += [f"{prefix}b{i}_inner", f"{prefix}b{i}_count"]
-        args += [f"{prefix}s{i}" for i in range(len(chain.scalars))]
-        return args
-
-    def chain_shape(self, chain: Chain, prefix: str) -> str:
-        """A Python expression for the chain's output shape."""
-        if chain.full:
-            return f"tuple({prefix}f0.shape)"
-        tensors = [self.ref(r) for r in chain.bcast]
-        if not tensors:
-            raise CodegenError("elementwise chain without tensor operands")
-        return f"tuple(torch.broadcast_shapes({', '.join(t + '.shape' for t in tensors)}))"
-
-    def source(self, name: str | None = None) -> str:
-        """The function's text; `name` overrides the default `_g<id>` (shared helpers)."""
-        body = [f'"""{self.doc}"""'] + self.lines
-        if len(self.returns) == 1:
-            body.append(f"return {self.returns[0]}")
-        else:
-            body.append(f"return {', '.join(self.returns)}")
-        params = ", ".join(self.params)
-        return f"def {name or self.name}({params}):\n" + "\n".join("    " + line for line in body) + "\n"
-
 
 # ---- group code -------------------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from codegen.emit.kernels import ChainOp, GroupWriter, Helper, Token, build_chain, spec_ops
+from codegen.emit.chain import ChainOp, Token, build_chain, spec_ops
+from codegen.emit.helper import Helper
+from codegen.emit.kernels import GroupWriter
 from codegen.schedule.fusion import Group
 
 GN_STATS_PARAMS: list[tuple[str, str]] = [

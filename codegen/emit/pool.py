@@ -6,7 +6,10 @@ launcher bakes the window constants in, and the group's elementwise epilogue is 
 
 from __future__ import annotations
 
-from codegen.emit.kernels import GroupWriter, Helper, build_chain, epi_functor, spec_ops
+from codegen.emit.chain import build_chain, spec_ops
+from codegen.emit.functors import epi_functor
+from codegen.emit.helper import Helper
+from codegen.emit.kernels import GroupWriter
 from codegen.emit.row_io import functor_init, prefixed
 from codegen.frontend.pool_ops import PoolParams
 from codegen.schedule.fusion import Group

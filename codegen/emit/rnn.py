@@ -9,7 +9,9 @@ layers and directions, reading the module's weights by PyTorch's parameter names
 
 from __future__ import annotations
 
-from codegen.emit.kernels import GroupWriter, Helper, ModuleRef
+from codegen.emit.chain import ModuleRef
+from codegen.emit.helper import Helper
+from codegen.emit.kernels import GroupWriter
 from codegen.frontend.rnn_ops import GATES, RnnParams
 from codegen.schedule.fusion import Group
 from codegen.schedule.rnn import rnn_launches, rnn_template

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from codegen.emit.kernels import Chain, Helper
+    from codegen.emit.chain import Chain
+    from codegen.emit.helper import Helper
     from codegen.schedule.fusion import Group
 
 

@@ -225,7 +225,7 @@ class _StitchGraphRunner:
         usable = args and all(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         if not usable or torch.cuda.is_current_stream_capturing():
             return fn(*args)
-        key = tuple((tuple(a.shape), a.dtype, a.device, a.is_contiguous()) for a in args)
+        key: tuple[Any, ...] = tuple((tuple(a.shape), a.dtype, a.device, a.is_contiguous()) for a in args)
         # cuDNN's math mode is read when the forward runs, so a captured graph holds one mode.
         key = key + (torch.is_grad_enabled(), module.training, torch.backends.cudnn.allow_tf32)
         entry = self.entries.get(key)

@@ -8,7 +8,8 @@ walks rows backwards and multiplies by the mask itself). The helper views the in
 
 from __future__ import annotations
 
-from codegen.emit.kernels import GroupWriter, Helper
+from codegen.emit.helper import Helper
+from codegen.emit.kernels import GroupWriter
 from codegen.schedule.fusion import Group
 
 SCAN_OP_CODES = {"cumsum": 0, "cumprod": 1}

@@ -1,7 +1,8 @@
 """Elementwise activations beyond the core set (SELU, CELU, softsign, log-sigmoid, shrinks).
 
-Why a module of its own: ops.py is over its size budget; these join the elementwise family through
-the tables below (spellings, modules, parameter names and defaults) and codegen/emit/expressions.py.
+Why a module of its own: a family of activations added as data, kept out of the classifier (ops.py)
+and the core spelling tables (spellings.py); these join the elementwise family through the tables
+below (spellings, modules, parameter names and defaults) and codegen/emit/expressions.py.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ once, at 4 bytes per float32 element.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx as fx
@@ -63,7 +63,12 @@ def _tensor_inputs(classifier: Classifier, spec: OpSpec) -> list[Any]:
 
     node = spec.node
     flat: list[fx.Node] = []
-    fx.node.map_arg((node.args, node.kwargs), lambda n: flat.append(n) or n)
+
+    def collect(arg: fx.Node) -> fx.Node:
+        flat.append(arg)
+        return arg
+
+    fx.node.map_arg((node.args, node.kwargs), collect)
     for arg in flat:
         add(classifier.value(arg))
     for key in ("weight", "bias", "b"):
@@ -99,7 +104,8 @@ def op_flops(classifier: Classifier, spec: OpSpec) -> int:
         return axis_flops(classifier, spec)
     if op in ("conv1d", "conv2d", "conv3d") and spec.node.op == "call_module":
         module = classifier.root.get_submodule(str(spec.node.target))
-        per_output = math.prod(module.weight.shape[1:])  # (Cin / groups) * kernel volume
+        weight = cast(torch.Tensor, module.weight)  # a convolution module's weight is a tensor
+        per_output = math.prod(weight.shape[1:])  # (Cin / groups) * kernel volume
         return 2 * numel * int(per_output) + (numel if module.bias is not None else 0)
     if spec.family == SOFTMAX:
         return 5 * numel

@@ -9,7 +9,7 @@ Plain symbolic tracing is tried first. When it fails because Python control flow
 (`for t in range(x.size(1))`), a second pass makes size queries concrete: the loop unrolls and the
 program becomes specialised to the traced input shapes (the generated forward checks them).
 
-The trace never stops at a whole module when it can go finer (docs/tracing.md):
+The trace never stops at a whole module when it can go finer:
 - PyTorch container modules (`nn.TransformerEncoder`, its layers) are traced into; leaf modules of
   torch.nn without children stay one node, which the classifier maps to an operator;
 - attention modules and functions are recorded as the operators they are made of (decompose.py);
@@ -36,8 +36,11 @@ from codegen.frontend.rnn_ops import rnn_meta_result
 from tools.problem import exec_problem_source
 from tools.worker import timing_window
 
+_unpatched: Callable[[], contextlib.AbstractContextManager[Any]]
 try:  # evaluating a leaf module inside the trace must not re-enter fx's patched Module.__call__
-    from torch.fx._symbolic_trace import _maybe_revert_all_patches as _unpatched
+    from torch.fx._symbolic_trace import _maybe_revert_all_patches
+
+    _unpatched = _maybe_revert_all_patches
 except ImportError:  # pragma: no cover - older torch
     _unpatched = contextlib.nullcontext
 

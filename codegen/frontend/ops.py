@@ -3,25 +3,23 @@
 Every node of a traced reference becomes an `OpSpec`: a canonical op kind (relu, linear, softmax, ...),
 the template family that could implement it, and its arguments bound by name. The fusion planner works
 only on OpSpecs, so the many spellings of one operator (`torch.relu`, `F.relu`, `x.relu()`,
-`nn.ReLU`) are resolved here, once.
+`nn.ReLU`) are resolved here, once: the spelling tables live in codegen/frontend/spellings.py, the
+records in codegen/frontend/spec.py, and this module decides what each family's template can take.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx as fx
-import torch.nn.functional as F
 from torch import nn
 
 from codegen.frontend import activation_ops as act
 from codegen.frontend.axis_ops import AXIS as AXIS  # re-exported with the other family names
 from codegen.frontend.axis_ops import (
-    AXIS_FUNCTIONS,
     AXIS_OPS,
     classify_axis,
     classify_axis_softmax,
@@ -29,7 +27,7 @@ from codegen.frontend.axis_ops import (
 )
 from codegen.frontend.capture import TracedModel
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
-from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
+from codegen.frontend.conv_ops import CONV_OPS, classify_conv
 
 # The family names (codegen.frontend.families), re-exported: every family name is read from ops.
 from codegen.frontend.families import ATTR as ATTR
@@ -45,270 +43,31 @@ from codegen.frontend.families import SCALAR as SCALAR
 from codegen.frontend.families import SOFTMAX as SOFTMAX
 from codegen.frontend.families import VIEW as VIEW
 from codegen.frontend.norm_ops import NORM as NORM
-from codegen.frontend.norm_ops import NORM_FUNCTIONS, NORM_MODULES, NORM_OPS, classify_norm
+from codegen.frontend.norm_ops import NORM_OPS, classify_norm
 from codegen.frontend.pool_ops import POOL as POOL
-from codegen.frontend.pool_ops import POOL_FUNCTIONS, POOL_MODULES, POOL_OPS, classify_pool
+from codegen.frontend.pool_ops import POOL_OPS, classify_pool
 from codegen.frontend.rnn_ops import RNN as RNN  # re-exported
-from codegen.frontend.rnn_ops import RNN_MODULES, RNN_OPS, classify_rnn
+from codegen.frontend.rnn_ops import RNN_OPS, classify_rnn
 from codegen.frontend.scan_ops import SCAN as SCAN  # re-exported with the other family names
-from codegen.frontend.scan_ops import SCAN_FUNCTIONS, SCAN_OPS, classify_scan
+from codegen.frontend.scan_ops import SCAN_OPS, classify_scan
 
-
-@dataclass(frozen=True)
-class ModuleAttr:
-    """A tensor owned by a submodule, read in the generated forward as `self.<path>.<attr>`."""
-
-    path: str
-    attr: str
-
-    @property
-    def expr(self) -> str:
-        return python_attr_path(f"{self.path}.{self.attr}" if self.path else self.attr)
-
-
-@dataclass
-class OpSpec:
-    """One node of the reference as the planner sees it."""
-
-    node: fx.Node
-    op: str
-    family: str
-    target: str
-    args: dict[str, Any] = field(default_factory=dict)
-    reason: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-
-def python_attr_path(path: str) -> str:
-    """`a.0.b` -> `self.a[0].b` style access that is valid Python for any submodule path."""
-    expr = "self"
-    for part in path.split("."):
-        expr = f"{expr}.{part}" if part.isidentifier() else f"getattr({expr}, {part!r})"
-    return expr
-
-
-def _collect(pairs: list[tuple[str, list[Any]]]) -> dict[int, str]:
-    table: dict[int, str] = {}
-    for canonical, objects in pairs:
-        for obj in objects:
-            if obj is not None:
-                table[id(obj)] = canonical
-    return table
-
-
-def _maybe(owner: Any, name: str) -> Any:
-    return getattr(owner, name, None)
-
-
-_FUNCTIONS: dict[int, str] = _collect(
-    [
-        ("relu", [torch.relu, F.relu, _maybe(torch, "relu_"), _maybe(F, "relu_")]),
-        ("gelu", [F.gelu, _maybe(torch._C._nn, "gelu")]),
-        ("silu", [F.silu, _maybe(torch._C._nn, "silu")]),
-        ("sigmoid", [torch.sigmoid, _maybe(F, "sigmoid"), _maybe(torch.special, "expit")]),
-        ("tanh", [torch.tanh, _maybe(F, "tanh")]),
-        ("exp", [torch.exp]),
-        ("log", [torch.log]),
-        ("abs", [torch.abs, operator.abs]),
-        ("sqrt", [torch.sqrt]),
-        ("rsqrt", [torch.rsqrt]),
-        ("neg", [torch.neg, operator.neg]),
-        ("erf", [torch.erf]),
-        ("sin", [torch.sin]),
-        ("cos", [torch.cos]),
-        ("reciprocal", [torch.reciprocal]),
-        ("square", [torch.square]),
-        ("log1p", [torch.log1p]),
-        ("expm1", [torch.expm1]),
-        ("clamp", [torch.clamp, torch.clip]),
-        ("hardtanh", [F.hardtanh]),
-        ("relu6", [F.relu6]),
-        ("leaky_relu", [F.leaky_relu]),
-        ("elu", [F.elu]),
-        ("softplus", [F.softplus, _maybe(torch._C._nn, "softplus")]),
-        ("mish", [F.mish]),
-        ("hardswish", [F.hardswish]),
-        ("hardsigmoid", [F.hardsigmoid]),
-        ("add", [operator.add, operator.iadd, torch.add]),
-        ("sub", [operator.sub, operator.isub, torch.sub, torch.subtract]),
-        ("mul", [operator.mul, operator.imul, torch.mul, torch.multiply]),
-        ("div", [operator.truediv, operator.itruediv, torch.div, torch.true_divide, torch.divide]),
-        ("pow", [operator.pow, torch.pow]),
-        ("maximum", [torch.maximum]),
-        ("minimum", [torch.minimum]),
-        ("dropout", [F.dropout, torch.dropout]),
-        ("linear", [F.linear, _maybe(torch._C._nn, "linear")]),
-        ("matmul", [torch.matmul, operator.matmul]),
-        ("mm", [torch.mm]),
-        ("bmm", [torch.bmm]),
-        ("addmm", [torch.addmm]),
-        ("softmax", [F.softmax, torch.softmax, _maybe(torch.special, "softmax")]),
-        ("log_softmax", [F.log_softmax, torch.log_softmax]),
-        ("layer_norm", [F.layer_norm, torch.layer_norm]),
-        ("sum", [torch.sum]),
-        ("mean", [torch.mean]),
-        ("amax", [torch.amax]),
-        ("amin", [torch.amin]),
-        ("max", [torch.max]),
-        ("min", [torch.min]),
-        ("prod", [torch.prod]),
-        *AXIS_FUNCTIONS,
-        ("view", [torch.reshape, torch.flatten, torch.transpose, torch.permute, torch.unsqueeze]),
-        ("view", [torch.squeeze, torch.t, torch.split, torch.chunk, torch.unbind, torch.narrow]),
-        ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),
-        *CONV_FUNCTIONS,
-        *POOL_FUNCTIONS,
-        *NORM_FUNCTIONS,
-        *SCAN_FUNCTIONS,
-        *act.ACTIVATION_FUNCTIONS,
-        ("batch_norm", [F.batch_norm]),
-        ("cat", [torch.cat, torch.concat]),
-    ]
+# The records, re-exported: the emitters and the schedule import them from here.
+from codegen.frontend.spec import ModuleAttr as ModuleAttr
+from codegen.frontend.spec import OpSpec as OpSpec
+from codegen.frontend.spec import python_attr_path as python_attr_path
+from codegen.frontend.spellings import (
+    ELEMENTWISE_METHODS,
+    ELEMENTWISE_OPS,
+    FUNCTIONS,
+    GEMMS,
+    METHOD_ALIASES,
+    MODULES,
+    OTHER_METHOD_NAMES,
+    REDUCTIONS,
+    VIEW_METHODS,
+    bind,
+    target_text,
 )
-
-_METHOD_ALIASES = {
-    "relu_": "relu",
-    "sigmoid_": "sigmoid",
-    "tanh_": "tanh",
-    "clamp_": "clamp",
-    "clip": "clamp",
-    "clip_": "clamp",
-    "add_": "add",
-    "sub_": "sub",
-    "mul_": "mul",
-    "div_": "div",
-    "subtract": "sub",
-    "multiply": "mul",
-    "divide": "div",
-    "true_divide": "div",
-    "exp_": "exp",
-    "neg_": "neg",
-    "abs_": "abs",
-    "sqrt_": "sqrt",
-    "pow_": "pow",
-}
-_ELEMENTWISE_METHODS = frozenset(
-    {"relu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf", "sin", "cos"}
-    | {"reciprocal", "square", "log1p", "expm1", "clamp", "add", "sub", "mul", "div", "pow"}
-    | {"maximum", "minimum"}
-)
-_VIEW_METHODS = frozenset(
-    {"view", "reshape", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten", "expand"}
-    | {"expand_as", "view_as", "reshape_as", "narrow", "select", "unflatten", "split", "chunk"}
-    | {"unbind", "detach", "movedim", "swapaxes", "size", "dim", "numel"}
-)
-_OTHER_METHOD_NAMES = {"contiguous": "contiguous", "clone": "clone", "to": "to", "float": "to"}
-
-_MODULES: list[tuple[type, str]] = [
-    (nn.Linear, "linear"),
-    (nn.ReLU, "relu"),
-    (nn.GELU, "gelu"),
-    (nn.SiLU, "silu"),
-    (nn.Sigmoid, "sigmoid"),
-    (nn.Tanh, "tanh"),
-    (nn.ReLU6, "relu6"),
-    (nn.Hardtanh, "hardtanh"),
-    (nn.LeakyReLU, "leaky_relu"),
-    (nn.ELU, "elu"),
-    (nn.Softplus, "softplus"),
-    (nn.Mish, "mish"),
-    (nn.Hardswish, "hardswish"),
-    (nn.Hardsigmoid, "hardsigmoid"),
-    (nn.Identity, "identity"),
-    (nn.Dropout, "dropout"),
-    (nn.Softmax, "softmax"),
-    (nn.LogSoftmax, "log_softmax"),
-    (nn.LayerNorm, "layer_norm"),
-    (nn.BatchNorm1d, "batch_norm"),
-    (nn.BatchNorm2d, "batch_norm"),
-    (nn.BatchNorm3d, "batch_norm"),
-    *CONV_MODULES,
-    *POOL_MODULES,
-    *NORM_MODULES,
-    *act.ACTIVATION_MODULES,
-    *RNN_MODULES,
-    (nn.Flatten, "view"),
-    (nn.Unflatten, "view"),
-]
-
-_ELEMENTWISE_OPS = frozenset(
-    {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf"}
-    | {"sin", "cos", "reciprocal", "square", "log1p", "expm1", "clamp", "hardtanh", "relu6"}
-    | {"leaky_relu", "elu", "softplus", "mish", "hardswish", "hardsigmoid", "add", "sub", "mul"}
-    | {"div", "pow", "maximum", "minimum", "identity", "dropout"}
-    | act.ACTIVATION_OPS
-)
-_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod"})
-_GEMMS = frozenset({"linear", "matmul", "mm", "bmm", "addmm"})
-
-# Positional signatures (after the input) used to bind call_function / call_method arguments.
-_SIGNATURES: dict[str, tuple[str, ...]] = {
-    "gelu": ("input", "approximate"),
-    "clamp": ("input", "min", "max"),
-    "hardtanh": ("input", "min_val", "max_val", "inplace"),
-    "relu6": ("input", "inplace"),
-    "relu": ("input", "inplace"),
-    "leaky_relu": ("input", "negative_slope", "inplace"),
-    "elu": ("input", "alpha", "inplace"),
-    "softplus": ("input", "beta", "threshold"),
-    "mish": ("input", "inplace"),
-    "hardswish": ("input", "inplace"),
-    "hardsigmoid": ("input", "inplace"),
-    "silu": ("input", "inplace"),
-    "add": ("input", "other", "alpha"),
-    "sub": ("input", "other", "alpha"),
-    "mul": ("input", "other"),
-    "div": ("input", "other", "rounding_mode"),
-    "pow": ("input", "exponent"),
-    "maximum": ("input", "other"),
-    "minimum": ("input", "other"),
-    "dropout": ("input", "p", "training", "inplace"),
-    "linear": ("input", "weight", "bias"),
-    "matmul": ("input", "other"),
-    "mm": ("input", "mat2"),
-    "bmm": ("input", "mat2"),
-    "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
-    "softmax": ("input", "dim", "_stacklevel", "dtype"),
-    "log_softmax": ("input", "dim", "_stacklevel", "dtype"),
-    "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
-    "sum": ("input", "dim", "keepdim", "dtype"),
-    "mean": ("input", "dim", "keepdim", "dtype"),
-    "amax": ("input", "dim", "keepdim"),
-    "amin": ("input", "dim", "keepdim"),
-    "max": ("input", "dim", "keepdim"),
-    "min": ("input", "dim", "keepdim"),
-    "prod": ("input", "dim", "keepdim", "dtype"),
-    **act.ACTIVATION_SIGNATURES,
-}
-
-
-def bind(node: fx.Node, op: str) -> dict[str, Any]:
-    """Bind a call_function/call_method node's arguments to the names of `_SIGNATURES[op]`."""
-    names = _SIGNATURES.get(op, ("input",))
-    bound: dict[str, Any] = {}
-    for name, value in zip(names, node.args, strict=False):
-        bound[name] = value
-    for i in range(len(names), len(node.args)):
-        bound[f"arg{i}"] = node.args[i]
-    for key, value in node.kwargs.items():
-        bound["input" if key == "self" else key] = value
-    return bound
-
-
-def target_text(node: fx.Node, root: nn.Module) -> str:
-    """How the reference spells the call, for reports."""
-    if node.op == "call_module":
-        return f"self.{node.target} ({type(root.get_submodule(node.target)).__name__})"
-    if node.op == "call_method":
-        return f"Tensor.{node.target}"
-    if node.op == "call_function":
-        module = getattr(node.target, "__module__", None) or ""
-        name = getattr(node.target, "__name__", repr(node.target))
-        return f"{module}.{name}" if module else name
-    return str(node.target)
 
 
 class Classifier:
@@ -355,15 +114,15 @@ class Classifier:
         if op == "view" or (node.op == "call_function" and node.target in (operator.getitem, getattr)):
             spec.op, spec.family = "view", VIEW
             return spec
-        if op in _ELEMENTWISE_OPS:
+        if op in ELEMENTWISE_OPS:
             self._elementwise(spec)
-        elif op in _GEMMS:
+        elif op in GEMMS:
             self._gemm(spec)
         elif op in ("softmax", "log_softmax"):
             self._softmax(spec)
         elif op == "layer_norm":
             self._layer_norm(spec)
-        elif op in _REDUCTIONS:
+        elif op in REDUCTIONS:
             self._reduction(spec)
         elif op == "batch_norm":
             self._batch_norm(spec)
@@ -385,21 +144,22 @@ class Classifier:
 
     def _canonical(self, node: fx.Node) -> str:
         if node.op == "call_module":
-            module = self.root.get_submodule(node.target)
-            for cls, name in _MODULES:
+            module = self.root.get_submodule(str(node.target))
+            for cls, name in MODULES:
                 if type(module) is cls:
                     return name
             return type(module).__name__.lower()
         if node.op == "call_method":
-            name = _METHOD_ALIASES.get(node.target, node.target)
-            if name in _VIEW_METHODS:
+            method = str(node.target)
+            name = METHOD_ALIASES.get(method, method)
+            if name in VIEW_METHODS:
                 return "view"
-            if name in _ELEMENTWISE_METHODS or name in _REDUCTIONS or name in _GEMMS:
+            if name in ELEMENTWISE_METHODS or name in REDUCTIONS or name in GEMMS:
                 return name
             if name in ("softmax", "log_softmax"):
                 return name
-            return _OTHER_METHOD_NAMES.get(name, name)
-        return _FUNCTIONS.get(id(node.target), getattr(node.target, "__name__", "call"))
+            return OTHER_METHOD_NAMES.get(name, name)
+        return FUNCTIONS.get(id(node.target), getattr(node.target, "__name__", "call"))
 
     # ---- helpers -----------------------------------------------------------------------------------
     def module_attr(self, spec: OpSpec, attr: str) -> ModuleAttr:
@@ -411,12 +171,12 @@ class Classifier:
         spec.family, spec.reason = OTHER, reason
 
     def _module(self, spec: OpSpec) -> nn.Module | None:
-        return self.root.get_submodule(spec.node.target) if spec.node.op == "call_module" else None
+        return self.root.get_submodule(str(spec.node.target)) if spec.node.op == "call_module" else None
 
     def is_inplace_node(self, node: fx.Node) -> bool:
         """Does the node write into one of its inputs (x.add_(), F.relu(x, inplace=True), ...)?"""
         if node.op == "call_module":
-            return bool(getattr(self.root.get_submodule(node.target), "inplace", False))
+            return bool(getattr(self.root.get_submodule(str(node.target)), "inplace", False))
         if node.op == "call_method":
             return str(node.target).endswith("_") and not str(node.target).startswith("_")
         if node.op == "call_function":
@@ -462,10 +222,11 @@ class Classifier:
             bound: dict[str, Any] = {}
         else:
             bound = bind(node, op)
-            operands, params = _elementwise_operands(op, bound)
-            if operands is None:
+            found, params = _elementwise_operands(op, bound)
+            if found is None:
                 self.reject(spec, params.get("reason", f"unsupported arguments for {op}"))
                 return
+            operands = found
         if op == "dropout":
             p = params.get("p", 0.5)
             if not isinstance(p, (int, float)) or p != 0:
@@ -503,8 +264,8 @@ class Classifier:
         module = self._module(spec)
         if module is not None:
             x = node.args[0] if node.args else node.kwargs.get("input")
-            bias = ModuleAttr(node.target, "bias") if module.bias is not None else None
-            args = {"a": x, "weight": ModuleAttr(node.target, "weight"), "bias": bias}
+            bias = self.module_attr(spec, "bias") if module.bias is not None else None
+            args: dict[str, Any] = {"a": x, "weight": self.module_attr(spec, "weight"), "bias": bias}
         else:
             bound = bind(node, op)
             if op == "linear":
@@ -530,8 +291,8 @@ class Classifier:
             if other.dim() != 2 or a.dim() < 1:
                 self.reject(spec, "linear needs a 2-D weight")
                 return
-            bias = self.value(args["bias"]) if args.get("bias") is not None else None
-            if bias is not None and bias.dim() != 1:
+            bias_value = self.value(args["bias"]) if args.get("bias") is not None else None
+            if bias_value is not None and bias_value.dim() != 1:
                 self.reject(spec, "linear bias is not 1-D")
                 return
         else:
@@ -542,9 +303,9 @@ class Classifier:
                 self.reject(spec, f"{op} with broadcast batch dimensions")
                 return
             if op == "addmm":
-                bias = self.value(args["bias"])
+                bias_value = self.value(args["bias"])
                 n = other.shape[-1]
-                if tuple(bias.shape) not in ((n,), (1, n)):
+                if tuple(bias_value.shape) not in ((n,), (1, n)):
                     self.reject(spec, "addmm bias is not a row vector")
                     return
         spec.family = GEMM
@@ -553,8 +314,10 @@ class Classifier:
     def _softmax(self, spec: OpSpec) -> None:
         node = spec.node
         module = self._module(spec)
+        dim: Any
+        dtype: Any
         if module is not None:
-            dim, dtype = module.dim, None
+            dim, dtype = cast("nn.Softmax | nn.LogSoftmax", module).dim, None
             x = node.args[0]
         else:
             bound = bind(node, spec.op)
@@ -575,20 +338,24 @@ class Classifier:
     def _layer_norm(self, spec: OpSpec) -> None:
         node = spec.node
         module = self._module(spec)
+        shape: tuple[int, ...]
+        weight: Any
+        bias: Any
         if module is not None:
+            module = cast(nn.LayerNorm, module)
             x = node.args[0]
             shape = tuple(module.normalized_shape)
-            weight = ModuleAttr(node.target, "weight") if module.weight is not None else None
-            bias = ModuleAttr(node.target, "bias") if getattr(module, "bias", None) is not None else None
+            weight = self.module_attr(spec, "weight") if module.weight is not None else None
+            bias = self.module_attr(spec, "bias") if getattr(module, "bias", None) is not None else None
             eps = float(module.eps)
         else:
             bound = bind(node, "layer_norm")
-            x, shape = bound.get("input"), bound.get("normalized_shape")
+            x, given = bound.get("input"), bound.get("normalized_shape")
             weight, bias, eps = bound.get("weight"), bound.get("bias"), bound.get("eps", 1e-5)
-            if not isinstance(shape, (tuple, list)) or not all(isinstance(s, int) for s in shape):
+            if not isinstance(given, (tuple, list)) or not all(isinstance(s, int) for s in given):
                 self.reject(spec, "layer_norm with a non-constant normalized_shape")
                 return
-            shape = tuple(shape)
+            shape = tuple(given)
             if not isinstance(eps, (int, float)):
                 self.reject(spec, "layer_norm with a non-constant eps")
                 return
@@ -675,20 +442,24 @@ class Classifier:
 
 
 def _module_params(op: str, module: nn.Module) -> dict[str, Any]:
+    """The hyper-parameters of an activation module; `op` came from the module's exact class
+    (`MODULES`), so each cast names the class the module is."""
     if op in act.ACTIVATION_OPS:
         return act.activation_params(op, vars(module))
     if op == "gelu":
-        return {"approximate": module.approximate}
+        return {"approximate": cast(nn.GELU, module).approximate}
     if op in ("hardtanh", "relu6"):
-        return {"min_val": float(module.min_val), "max_val": float(module.max_val)}
+        hardtanh = cast(nn.Hardtanh, module)  # nn.ReLU6 is a Hardtanh
+        return {"min_val": float(hardtanh.min_val), "max_val": float(hardtanh.max_val)}
     if op == "leaky_relu":
-        return {"negative_slope": float(module.negative_slope)}
+        return {"negative_slope": float(cast(nn.LeakyReLU, module).negative_slope)}
     if op == "elu":
-        return {"alpha": float(module.alpha)}
+        return {"alpha": float(cast(nn.ELU, module).alpha)}
     if op == "softplus":
-        return {"beta": float(module.beta), "threshold": float(module.threshold)}
+        softplus = cast(nn.Softplus, module)
+        return {"beta": float(softplus.beta), "threshold": float(softplus.threshold)}
     if op == "dropout":
-        return {"p": float(module.p)}
+        return {"p": float(cast(nn.Dropout, module).p)}
     return {}
 
 

@@ -47,7 +47,7 @@ def rnn_meta_result(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
 
     Why: PyTorch's meta kernel for `torch.lstm` decomposes the recurrence step by step in Python,
     seconds per call at suite sizes; the result's shapes follow from the module's sizes directly."""
-    if not isinstance(module, nn.RNNBase) or getattr(module, "proj_size", 0):
+    if not isinstance(module, nn.RNNBase) or module.proj_size:
         return None
     x = args[0] if args else kwargs.get("input")
     if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.device.type != "meta":

@@ -372,8 +372,10 @@ class FusionPlanner:
             kept, stolen = group.epilogue[: fold.count], group.epilogue[fold.count :]
             if not stolen:
                 return None
-            source = kept[-1].node if kept else group.anchor.node
-            gemm_nodes = {group.anchor.node} | {s.node for s in kept}
+            anchor = group.anchor
+            assert anchor is not None
+            source = kept[-1].node if kept else anchor.node
+            gemm_nodes = {anchor.node} | {s.node for s in kept}
             stolen_nodes = {s.node for s in stolen}
             for s in stolen:
                 if any(n in gemm_nodes and n is not source for n in s.node.all_input_nodes):
@@ -433,6 +435,7 @@ def has_split_form(classifier: Classifier, group: Group) -> bool:
     if group.kind == ELEMENTWISE:
         return len(group.epilogue) > 1
     if group.kind == GEMM:
+        assert group.anchor is not None
         return gemm_folds(classifier, group).count > 0 or group.anchor.args.get("bias") is not None
     if group.kind == CONV:
         return conv_has_split_form(classifier, group)

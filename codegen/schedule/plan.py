@@ -158,15 +158,18 @@ def estimated_launches(classifier: Classifier, group: Group) -> int:
 
 
 def _template(classifier: Classifier, group: Group) -> str:
+    anchor = group.anchor
     if group.kind == GEMM:
+        assert anchor is not None
         fold = gemm_folds(classifier, group)
         epi = "+ew_epilogue" if len(group.epilogue) > fold.count else ""
-        folded = fold.count > 0 or group.anchor.args.get("bias") is not None
+        folded = fold.count > 0 or anchor.args.get("bias") is not None
         return ("cublaslt_fused" if folded else "cublaslt") + epi
     if group.kind == ELEMENTWISE:
         return "ew_vec4"
     if group.kind == SOFTMAX:
-        return "log_softmax_rows" if group.anchor.op == "log_softmax" else "softmax_rows"
+        assert anchor is not None
+        return "log_softmax_rows" if anchor.op == "log_softmax" else "softmax_rows"
     if group.kind == LAYER_NORM:
         return "layernorm_rows"
     if group.kind == REDUCTION:
@@ -174,15 +177,18 @@ def _template(classifier: Classifier, group: Group) -> str:
     if group.kind == BATCH_NORM:
         return "bn_stats+ew"
     if group.kind == SCAN:
-        return "scan_reverse" if group.anchor.args["reverse"] else "scan"
+        assert anchor is not None
+        return "scan_reverse" if anchor.args["reverse"] else "scan"
     if group.kind == AXIS:
-        return f"axis_{group.anchor.op}"
+        assert anchor is not None
+        return f"axis_{anchor.op}"
     if group.kind == CONV:
         return conv_template(classifier, group)
     if group.kind == "group_norm":
         return "gn_stats+ew"
     if group.kind == "pool":
-        return f"pool_{group.anchor.args['params'].kind}" + ("+epilogue" if group.epilogue else "")
+        assert anchor is not None
+        return f"pool_{anchor.args['params'].kind}" + ("+epilogue" if group.epilogue else "")
     if group.kind == RNN:
         return rnn_template(group)
     return "pytorch"
@@ -196,15 +202,17 @@ def _describe(classifier: Classifier, group: Group) -> tuple[str, str]:
     if group.kind == REFERENCE:
         return f"keep {ops[0]} as PyTorch", group.reason or "no template"
     if group.kind == GEMM:
+        anchor = group.anchor
+        assert anchor is not None
         fold = gemm_folds(classifier, group)
         folded = [s.op for s in group.epilogue[: fold.count]]
         rest = [s.op for s in group.epilogue[fold.count :]]
         detail = f"cuBLASLt fp32 GEMM (CUBLAS_COMPUTE_32F, no TF32){where}"
-        if group.anchor.args.get("bias") is not None or folded:
+        if anchor.args.get("bias") is not None or folded:
             detail += f"; cuBLASLt epilogue for bias/alpha/residual/relu: {folded or ['bias']}"
         if rest:
             detail += f"; one fused elementwise epilogue kernel for {rest}"
-        return f"{group.anchor.op} + epilogue {[s.op for s in group.epilogue]}", detail
+        return f"{anchor.op} + epilogue {[s.op for s in group.epilogue]}", detail
     if group.kind == ELEMENTWISE:
         return f"fused elementwise chain {ops}", f"one vectorised float4 kernel with scalar tail{where}"
     if group.kind == CONV:
@@ -230,7 +238,7 @@ def _describe(classifier: Classifier, group: Group) -> tuple[str, str]:
 def build_plan(task: Task, analysis: Analysis, reference_profile: Profile | None = None) -> Plan:
     """The typed Plan for `analysis`."""
     if not analysis.ok:
-        group = FusionGroup(
+        whole = FusionGroup(
             id="g1",
             kind=REFERENCE,
             nodes=["forward"],
@@ -241,7 +249,7 @@ def build_plan(task: Task, analysis: Analysis, reference_profile: Profile | None
         return Plan(
             task=task.name,
             trace_seconds=analysis.trace_s,
-            groups=[group],
+            groups=[whole],
             subtasks=[
                 Subtask(
                     id="s1",
@@ -334,17 +342,22 @@ def _host_plan(
 ) -> HostPlan:
     buffers: list[str] = []
     groups = analysis.groups
-    final = set()
+    final: set[fx.Node] = set()
+
+    def mark_final(node: fx.Node) -> fx.Node:
+        final.add(node)
+        return node
+
     for spec in analysis.specs:
         if spec.family == OUTPUT:
-            fx.node.map_arg(spec.node.args, lambda n: final.add(n) or n)
+            fx.node.map_arg(spec.node.args, mark_final)
     for group in groups:
         for node in group.outputs:
             if node in final:
                 continue
-            spec = tensor_spec(classifier.value(node))
-            if spec is not None:
-                buffers.append(f"{node.name}: {spec.shape} {spec.dtype}")
+            tensor = tensor_spec(classifier.value(node))
+            if tensor is not None:
+                buffers.append(f"{node.name}: {tensor.shape} {tensor.dtype}")
     sol_us = speed_of_light_ms(total_flops, total_bytes) * 1e3
     per_launch_us = sol_us / max(launches, 1)
     launch_bound = launches >= 6 and per_launch_us < 2 * LAUNCH_US

@@ -23,7 +23,7 @@ from graph.artifacts import Feedback
 _LINE = re.compile(r"(cuda\.cu|main\.cpp|cuda_sources|cpp_sources)(?:\((\d+)\)|:(\d+))")
 _CUDA_FILES = ("cuda.cu", "cuda_sources")
 _GROUP = re.compile(r"stitch group ((?:g[\d.]+\s*)+)")
-_LIB_KIND = {
+_LIB_KIND: dict[str, tuple[str, ...]] = {
     "gemm": ("gemm",),
     "batchnorm": ("batch_norm",),
     "softmax": ("softmax",),
@@ -73,7 +73,7 @@ def failing_groups(feedback: Feedback, program: Program, groups: list[Group]) ->
             for gid in names:
                 add(gid)
         else:
-            kinds = set()
+            kinds: set[str] = set()
             for lib in names:
                 kinds.update(_LIB_KIND.get(lib, ()))
             for group in groups:

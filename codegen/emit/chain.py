@@ -1,0 +1,137 @@
+"""Elementwise chains: ops over a group's external operands, compiled to C statements.
+
+Why a module of its own: every emitter (standalone elementwise kernels, row-kernel prologues and
+epilogues, BatchNorm, convolution and pool epilogues) describes its fused math as a `Chain`; the
+operand bookkeeping (full operands read with vector loads, broadcast ones by index, scalars as
+kernel arguments) lives here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from codegen.emit.expressions import c_float, op_expr
+from codegen.frontend.ops import Classifier, OpSpec
+
+
+class CodegenError(ValueError):
+    """A group the templates cannot express; str() is one line."""
+
+
+@dataclass(frozen=True)
+class Token:
+    """A tensor that exists only inside a group's Python helper (a cuBLASLt result, BN statistics)."""
+
+    name: str
+    full: bool
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    """A submodule passed whole to a helper (BatchNorm needs its buffers and hyper-parameters)."""
+
+    path: str
+
+
+@dataclass
+class ChainOp:
+    op: str
+    operands: list[Any]
+    params: dict[str, Any]
+    key: Any  # the fx node (or Token) whose value this op defines
+
+
+@dataclass
+class Chain:
+    """Elementwise ops over external operands, as C statements."""
+
+    ops: list[ChainOp]
+    full: list[Any] = field(default_factory=list)
+    bcast: list[Any] = field(default_factory=list)
+    scalars: list[Any] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    values: dict[Any, str] = field(default_factory=dict)
+
+    def var(self, key: Any) -> str:
+        """The C variable holding `key` (an op result, the seed, or an operand)."""
+        if key in self.values:
+            return self.values[key]
+        for i, ref in enumerate(self.full):
+            if same_ref(ref, key):
+                return f"x_f{i}"
+        raise CodegenError(f"value {key} is not available in the chain")
+
+    def fields(self, prefix: str = "") -> list[tuple[str, str]]:
+        out = [("const float*", f"{prefix}f{i}") for i in range(len(self.full))]
+        out += [("const float*", f"{prefix}b{i}") for i in range(len(self.bcast))]
+        for i in range(len(self.bcast)):
+            out += [("int64_t", f"{prefix}b{i}_inner"), ("int64_t", f"{prefix}b{i}_count")]
+        out += [("float", f"{prefix}s{i}") for i in range(len(self.scalars))]
+        return out
+
+    def loads(self) -> list[str]:
+        lines = [f"const float x_f{i} = f{i}[e];" for i in range(len(self.full))]
+        lines += [
+            f"const float x_b{i} = b{i}[stitch_bidx(e, b{i}_inner, b{i}_count)];"
+            for i in range(len(self.bcast))
+        ]
+        return lines
+
+
+def same_ref(a: Any, b: Any) -> bool:
+    """One operand: fx nodes and tokens by identity, constants and module attributes by value."""
+    if isinstance(a, (fx.Node, Token)) or isinstance(b, (fx.Node, Token)):
+        return a is b
+    return a == b
+
+
+def is_number(value: Any) -> bool:
+    """A Python number that becomes a C float literal (bools are not numbers here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def build_chain(
+    classifier: Classifier, ops: list[ChainOp], shape: tuple[int, ...], seed: Any = None
+) -> Chain:
+    """Compile `ops` (in order) into C statements; operands outside the chain become loads."""
+    chain = Chain(ops=ops)
+    if seed is not None:
+        chain.values[seed] = "seed"
+
+    def find(items: list[Any], ref: Any) -> int:
+        for i, item in enumerate(items):
+            if same_ref(item, ref):
+                return i
+        items.append(ref)
+        return len(items) - 1
+
+    def operand(ref: Any) -> tuple[str, Any]:
+        if is_number(ref):
+            return c_float(ref), ref
+        if isinstance(ref, (fx.Node, Token)) and ref in chain.values:
+            return chain.values[ref], None
+        if isinstance(ref, Token):
+            return (f"x_f{find(chain.full, ref)}" if ref.full else f"x_b{find(chain.bcast, ref)}"), None
+        value = classifier.value(ref)
+        if is_number(value):
+            return f"s{find(chain.scalars, ref)}", value
+        if not isinstance(value, torch.Tensor):
+            raise CodegenError(f"operand {ref} is neither a tensor nor a number")
+        if tuple(value.shape) == tuple(shape):
+            return f"x_f{find(chain.full, ref)}", None
+        return f"x_b{find(chain.bcast, ref)}", None
+
+    for i, op in enumerate(ops):
+        pairs = [operand(r) for r in op.operands]
+        expr = op_expr(op.op, [p[0] for p in pairs], op.params, [p[1] for p in pairs])
+        chain.lines.append(f"const float v{i} = {expr};")
+        chain.values[op.key] = f"v{i}"
+    return chain
+
+
+def spec_ops(specs: list[OpSpec]) -> list[ChainOp]:
+    return [ChainOp(s.op, list(s.args["operands"]), dict(s.args["params"]), s.node) for s in specs]

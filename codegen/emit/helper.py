@@ -1,0 +1,100 @@
+"""The Python helper `_g<id>` of a covered group: it prepares operands and calls the launchers.
+
+Why a module of its own: every group kind's writer fills one `Helper` (its parameters come from the
+generated forward, its lines make operands contiguous and compute broadcast strides), so its
+naming and argument rules are shared by the emitters of every family.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.fx as fx
+
+from codegen.emit.chain import Chain, CodegenError, ModuleRef, Token, is_number, same_ref
+from codegen.frontend.ops import ModuleAttr, python_attr_path
+
+
+class Helper:
+    """The Python function `_g<id>` that prepares operands and calls the group's launchers."""
+
+    def __init__(self, gid: str, doc: str, forward_names: dict[fx.Node, str]) -> None:
+        self.gid = gid
+        self.doc = doc
+        self.forward_names = forward_names
+        self.params: list[str] = []
+        self.call_args: list[str] = []
+        self._params_by_ref: list[tuple[Any, str]] = []
+        self.locals: dict[Any, str] = {}
+        self.lines: list[str] = []
+        self.returns: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return "_" + self.gid.replace(".", "_")
+
+    def ref(self, ref: Any) -> str:
+        """The helper-local Python name of an operand (adding a parameter when it comes from forward)."""
+        if isinstance(ref, (fx.Node, Token)) and ref in self.locals:
+            return self.locals[ref]
+        if is_number(ref):
+            return repr(float(ref))
+        for known, name in self._params_by_ref:
+            if same_ref(known, ref):
+                return name
+        if isinstance(ref, fx.Node):
+            expr = self.forward_names[ref]
+        elif isinstance(ref, ModuleAttr):
+            expr = ref.expr
+        elif isinstance(ref, ModuleRef):
+            expr = python_attr_path(ref.path)
+        else:
+            raise CodegenError(f"cannot pass {ref!r} to a group helper")
+        name = f"a{len(self.params)}"
+        self.params.append(name)
+        self.call_args.append(expr)
+        self._params_by_ref.append((ref, name))
+        return name
+
+    def prepare_chain(self, chain: Chain, prefix: str, shape_var: str, compute_shape: bool) -> None:
+        """Make full operands contiguous, fix the chain's shape, compute broadcast (inner, count)."""
+        for i, ref in enumerate(chain.full):
+            self.lines.append(f"{prefix}f{i} = {self.ref(ref)}.contiguous()")
+        if compute_shape:
+            self.lines.append(f"{shape_var} = {self.chain_shape(chain, prefix)}")
+        for i in range(1 if compute_shape and chain.full else 0, len(chain.full)):
+            self.lines.append(f"_stitch_same_shape({prefix}f{i}, {shape_var})")
+        for i, ref in enumerate(chain.bcast):
+            self.lines.append(
+                f"{prefix}b{i}, {prefix}b{i}_inner, {prefix}b{i}_count = _stitch_bc({self.ref(ref)}, {shape_var})"
+            )
+        for i, ref in enumerate(chain.scalars):
+            self.lines.append(f"{prefix}s{i} = float({self.ref(ref)})")
+
+    def chain_args(self, chain: Chain, prefix: str) -> list[str]:
+        """Launcher arguments for the chain's fields, in `Chain.fields` order."""
+        args = [f"{prefix}f{i}.data_ptr()" for i in range(len(chain.full))]
+        args += [f"{prefix}b{i}.data_ptr()" for i in range(len(chain.bcast))]
+        for i in range(len(chain.bcast)):
+            args += [f"{prefix}b{i}_inner", f"{prefix}b{i}_count"]
+        args += [f"{prefix}s{i}" for i in range(len(chain.scalars))]
+        return args
+
+    def chain_shape(self, chain: Chain, prefix: str) -> str:
+        """A Python expression for the chain's output shape."""
+        if chain.full:
+            return f"tuple({prefix}f0.shape)"
+        tensors = [self.ref(r) for r in chain.bcast]
+        if not tensors:
+            raise CodegenError("elementwise chain without tensor operands")
+        return f"tuple(torch.broadcast_shapes({', '.join(t + '.shape' for t in tensors)}))"
+
+    def source(self, name: str | None = None) -> str:
+        """The function's text; `name` overrides the default `_g<id>` (shared helpers)."""
+        body = [f'"""{self.doc}"""'] + self.lines
+        if len(self.returns) == 1:
+            body.append(f"return {self.returns[0]}")
+        else:
+            body.append(f"return {', '.join(self.returns)}")
+        params = ", ".join(self.params)
+        return f"def {name or self.name}({params}):\n" + "\n".join("    " + line for line in body) + "\n"
