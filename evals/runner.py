@@ -207,6 +207,7 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     record["built"] = any(a.get("status") not in ("build_error", None) for a in attempts)
     record["verifier_eager_ms"] = report.get("eager_ms")
     record["verifier_speedup_vs_eager"] = report.get("speedup_vs_eager")
+    record["speed"] = (report.get("speed") or {}).get("kind")  # faster / within_noise / slower / untimed
     record["verifier_compile_ms"] = report.get("compile_ms") or {}
     record["verdict"], record["verdict_source"] = hack_verdict(report, run_dir / "solution.py")
     record["operator_coverage"] = (report.get("hack_check") or {}).get("operator_coverage")

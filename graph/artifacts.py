@@ -169,6 +169,10 @@ class TestResult(Artifact):
     candidate_ms: float | None = None
     eager_ms: float | None = None
     speedup_vs_eager: float | None = None
+    speedup_cv: float | None = Field(
+        None, description="coefficient of variation of the per-round eager/candidate ratios"
+    )
+    speedup_rounds: int = Field(0, description="rounds the side-by-side ratio was measured over")
     compile_ms: dict[str, float] = Field(
         default_factory=dict, description="torch.compile modes timed in the same rounds: {mode: mean ms}"
     )

@@ -275,6 +275,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         "status": status,
         "reason": report.get("status_reason", final.get("status_reason", "")),
         "speedup_vs_eager": round(speed, 3) if speed else None,
+        "speed": (report.get("speed") or {}).get(
+            "kind"
+        ),  # faster, within_noise, slower (nodes.support.speed)
         "out": str(out),
     }
     print(json.dumps(summary))

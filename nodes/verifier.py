@@ -10,6 +10,7 @@ from graph.artifacts import Attempt, Best, BuildResult, Candidate, Feedback, Tas
 from graph.context import Context
 from graph.state import State, read, read_optional
 from nodes.support.budget import charged
+from nodes.support.speed import beats
 from nodes.support.worker_client import (
     eval_request,
     kernelbench_cross_check,
@@ -94,7 +95,9 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         best = read_optional(state, "best", Best)
         best_ms = best.test.candidate_ms if best else None
         gain = best_ms / test.candidate_ms - 1.0 if best_ms and test.candidate_ms else None
-        if best is None or (test.candidate_ms or float("inf")) < (best_ms or float("inf")):
+        if best is not None and best.test.speedup_vs_eager and test.speedup_vs_eager:
+            gain = test.speedup_vs_eager / best.test.speedup_vs_eager - 1.0  # side by side in each window
+        if beats(test, best.test if best else None):
             if context.tolerance_mode == "strict" and context.kernelbench_check:
                 test = test.model_copy(
                     update={"kernelbench": kernelbench_cross_check(task, candidate, context)}

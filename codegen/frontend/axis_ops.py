@@ -63,8 +63,8 @@ def _tuple_items(node: fx.Node) -> dict[int, fx.Node] | None:
         if user.op != "call_function" or len(user.args) != 2:
             return None
         key = user.args[1]
-        if user.target is operator.getitem and key in (0, 1):
-            slot = int(key)
+        if user.target is operator.getitem and isinstance(key, int) and key in (0, 1):
+            slot = key
         elif user.target is getattr and key in ("values", "indices"):
             slot = 0 if key == "values" else 1
         else:

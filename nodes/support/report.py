@@ -8,6 +8,7 @@ from graph.artifacts import Best
 from graph.state import State, read_optional
 from nodes.llm.call_log import summarize
 from nodes.support.run_summary import markdown_sections
+from nodes.support.speed import speed_verdict
 from nodes.support.worker_client import kernelbench_line
 from tools.sandbox import SandboxError, layers_line, platform_layers
 
@@ -39,6 +40,16 @@ def _sandbox(mode: str) -> dict[str, Any]:
         return {"mode": mode, "error": str(exc), "layers": {}}
 
 
+def _speed(test: dict[str, Any]) -> dict[str, Any] | None:
+    """The plain verdict on the reported program's speedup (nodes.support.speed), None untimed."""
+    if not test:
+        return None
+    verdict = speed_verdict(
+        test.get("speedup_vs_eager"), test.get("speedup_cv"), test.get("speedup_rounds") or 0
+    )
+    return {"kind": verdict.kind, "band": round(verdict.band, 4), "text": verdict.text}
+
+
 def build_report(
     state: State, status: str, reason: str, policy: str, sandbox: str = "auto"
 ) -> dict[str, Any]:
@@ -56,6 +67,7 @@ def build_report(
         "policy": policy,
         "device": best_test.get("device") or (state.get("test") or {}).get("device", ""),
         "speedup_vs_eager": best_test.get("speedup_vs_eager"),
+        "speed": _speed(best_test),
         "eager_ms": best_test.get("eager_ms"),
         "candidate_ms": best_test.get("candidate_ms"),
         "compile_ms": best_test.get("compile_ms") or {},
@@ -97,6 +109,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- policy: {report['policy']}; device: {report['device'] or '-'}",
         f"- eager {_fmt(report['eager_ms'])} ms, candidate {_fmt(report['candidate_ms'])} ms, "
         f"speedup vs eager {_fmt(report['speedup_vs_eager'], '.2f')}x",
+        f"- speed: {(report.get('speed') or {}).get('text', '-')}",
         f"- coder turns: {report['iterations']}; build of the reported program: {_fmt(report['build_s'], '.1f')} s",
         f"- custom kernels for: {', '.join(report['covered_ops']) or 'none'}",
         f"- left to PyTorch: {', '.join(report['uncovered_ops']) or 'none'}",

@@ -119,6 +119,7 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
     candidate_ms = timing.get("candidate_ms")
     eager_ms = timing.get("eager_ms")
     speedup = eager_ms / candidate_ms if candidate_ms and eager_ms else None
+    ratio = (timing.get("ratios") or {}).get("eager") or {}
     return TestResult(
         status=response.get("status", "crashed"),
         message=str(response.get("message", "") or ""),
@@ -131,6 +132,8 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
         candidate_ms=candidate_ms,
         eager_ms=eager_ms,
         speedup_vs_eager=speedup,
+        speedup_cv=ratio.get("cv") if speedup is not None else None,
+        speedup_rounds=int(ratio.get("rounds", 0) or 0) if speedup is not None else 0,
         compile_ms={str(k): float(v) for k, v in (timing.get("compile_ms") or {}).items()},
         seconds=float(response.get("seconds", 0.0) or 0.0),
         phases={str(k): float(v) for k, v in (response.get("phases") or {}).items()},
