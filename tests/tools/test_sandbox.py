@@ -276,6 +276,11 @@ try:
     out["tmp"] = "written"
 except OSError as exc:
     out["tmp"] = f"refused: {exc.errno}"
+try:  # the run's own directory by its absolute path (it may itself live under /tmp)
+    open(sys.argv[2], "w").write("y")
+    out["run_dir"] = "written"
+except OSError as exc:
+    out["run_dir"] = f"refused: {exc.errno}"
 for target in ("/proc/sys/kernel/hostname", "/proc/sysrq-trigger"):
     try:
         open(target, "w").close()
@@ -293,7 +298,8 @@ def test_a_profilers_child_can_start_cuda_and_use_a_private_tmp(backend: str, tm
     root = tmp_path / "run"
     root.mkdir()
     marker = f"/tmp/stitch-profiled-{os.getpid()}-{backend}"
-    child = [sys.executable, "-c", PROFILED_CHILD, marker]
+    inside = root / "written-by-the-child.txt"
+    child = [sys.executable, "-c", PROFILED_CHILD, marker, str(inside)]
     parent = f"import subprocess, sys; sys.exit(subprocess.run({child!r}).returncode)"
     with Sandbox(root, SandboxSettings.resolve("auto", device="cpu", timeout_s=60), profile="tool") as box:
         proc = box.popen(
@@ -304,5 +310,6 @@ def test_a_profilers_child_can_start_cuda_and_use_a_private_tmp(backend: str, tm
     seen = json.loads(out.decode().strip().splitlines()[-1])
     assert seen["thread_name"] == "named" and seen["maps"] == "read" and seen["tmp"] == "written", seen
     assert not os.path.exists(marker)  # the profiler's /tmp is its own
+    assert seen["run_dir"] == "written" and inside.read_text() == "y", seen  # its own tree stays bound in
     assert seen["/proc/sys/kernel/hostname"].startswith("refused"), seen  # /proc's global files stay shut
     assert seen["/proc/sysrq-trigger"].startswith("refused"), seen

@@ -16,6 +16,7 @@ Standard library only.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -96,17 +97,39 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
 
 
+def _remount_read_only(path: str) -> None:
+    """Make a bind mount read-only, keeping the flags the mount already has (in a user namespace the
+    kernel refuses a remount that would clear nosuid, nodev or noexec)."""
+    kept = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # ST_* bits equal MS_* bits
+    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept, None)
+
+
 def private_mounts(mounts: dict[str, Any]) -> list[str]:
-    """In the fresh mount namespace unshare made: a size-capped tmpfs on each private tree, and
-    read-only covers over the given /proc entries (a fresh procfs keeps its global files writable)."""
+    """In the fresh mount namespace unshare made: a size-capped tmpfs on each private tree with the
+    kept trees inside it bound back (held open before the tmpfs hides them), and read-only covers
+    over the given /proc entries (a fresh procfs keeps its global files writable)."""
     done = []
+    held = []
+    for path, writable in mounts.get("keep", []):
+        with contextlib.suppress(OSError):  # a tree that does not exist needs no mount
+            held.append((path, bool(writable), os.open(path, os.O_PATH | os.O_CLOEXEC)))
     for tree, size in mounts.get("tmpfs", []):
         _mount("tmpfs", tree, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size)},mode=1777")
         done.append(tree)
+    for path, writable, fd in held:
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+        if not writable:
+            _remount_read_only(path)
+        os.close(fd)
+        done.append(f"{path} (kept{'' if writable else ', read-only'})")
     for path in mounts.get("read_only", []):
         _mount(path, path, None, MS_BIND | MS_REC, None)
-        locked = MS_NOSUID | MS_NODEV | MS_NOEXEC  # procfs's flags: a remount must keep them
-        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked, None)
+        _remount_read_only(path)
         done.append(f"{path} (read-only)")
     return done
 

@@ -130,14 +130,24 @@ def own_proc(backend: Backend, tool: bool) -> bool:
     return backend.name == "bwrap" or (backend.name == "unshare" and tool and unshare_isolates_proc())
 
 
-def launcher_mounts(backend: Backend, tool: bool) -> dict[str, Any] | None:
-    """The mounts the launcher makes itself (unshare makes none but /proc): for a profiler run, a
-    size-capped tmpfs on each private tree and read-only covers over /proc's global files."""
-    if backend.name != "unshare" or not own_proc(backend, tool):
+def launcher_mounts_apply(backend: Backend, tool: bool) -> bool:
+    """Whether the launcher makes this run's private mounts itself (unshare makes none but /proc)."""
+    return backend.name == "unshare" and own_proc(backend, tool)
+
+
+def launcher_mounts(backend: Backend, tool: bool, policy: FilesystemPolicy) -> dict[str, Any] | None:
+    """The mounts the launcher makes for a profiler run under unshare: a size-capped tmpfs on each
+    private tree, the policy's own trees inside one bound back (the run's directory may live in
+    /tmp), and read-only covers over /proc's global files. bubblewrap does the same from its flags."""
+    if not launcher_mounts_apply(backend, tool):
         return None
     sizes = {"/dev/shm": SHM_BYTES, "/tmp": TOOL_TMP_BYTES}
+    private = private_trees(tool)
+    keep = [[tree, True] for tree in policy.write if under_any(tree, private) and tree not in private]
+    keep += [[tree, False] for tree in policy.read if under_any(tree, private) and tree not in private]
     return {
-        "tmpfs": [[tree, sizes[tree]] for tree in private_trees(tool)],
+        "tmpfs": [[tree, sizes[tree]] for tree in private],
+        "keep": keep,  # [path, writable]
         "read_only": [p for p in PROC_COVERED if os.path.exists(p)],
     }
 

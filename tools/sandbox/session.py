@@ -83,8 +83,7 @@ class Sandbox:
         self.backend = namespaces.detect()
         tool = profile == "tool"
         self.own_proc = namespaces.own_proc(self.backend, tool)
-        self.launcher_mounts = namespaces.launcher_mounts(self.backend, tool)
-        mounted = self.backend.mounts or self.launcher_mounts is not None
+        mounted = self.backend.mounts or namespaces.launcher_mounts_apply(self.backend, tool)
         private = namespaces.private_trees(tool) if mounted else ()
         self.policy = paths.build_policy(
             write,
@@ -92,6 +91,7 @@ class Sandbox:
             extra_write=settings.extra_write,
             private=private,
         )
+        self.launcher_mounts = namespaces.launcher_mounts(self.backend, tool, self.policy)
         self.keep_caps = list(keep_caps) if os.geteuid() == 0 else []
         self._plan_layers(tool)
 
