@@ -36,6 +36,16 @@ from codegen.frontend.families import REDUCTION as REDUCTION
 from codegen.frontend.families import SCALAR as SCALAR
 from codegen.frontend.families import SOFTMAX as SOFTMAX
 from codegen.frontend.families import VIEW as VIEW
+from codegen.frontend.layout_ops import COPY as COPY  # re-exported with the other family names
+from codegen.frontend.layout_ops import COPY_FUNCTIONS, COPY_OPS, classify_copy
+from codegen.frontend.mask_ops import (
+    COMPARE_OPS,
+    MASK_FUNCTIONS,
+    MASK_OPS,
+    absorbed_comparison,
+    classify_mask,
+    tensor_clamp,
+)
 from codegen.frontend.norm_ops import NORM as NORM
 from codegen.frontend.norm_ops import NORM_FUNCTIONS, NORM_MODULES, NORM_OPS, classify_norm
 from codegen.frontend.pool_ops import POOL as POOL
@@ -153,6 +163,8 @@ _FUNCTIONS: dict[int, str] = _collect(
         *POOL_FUNCTIONS,
         *NORM_FUNCTIONS,
         *SCAN_FUNCTIONS,
+        *COPY_FUNCTIONS,
+        *MASK_FUNCTIONS,
         *act.ACTIVATION_FUNCTIONS,
         ("batch_norm", [F.batch_norm]),
         ("cat", [torch.cat, torch.concat]),
@@ -344,6 +356,8 @@ class Classifier:
         if op == "view" or (node.op == "call_function" and node.target in (operator.getitem, getattr)):
             spec.op, spec.family = "view", VIEW
             return spec
+        if op == "clamp" and tensor_clamp(self, spec):
+            return spec
         if op in _ELEMENTWISE_OPS:
             self._elementwise(spec)
         elif op in _GEMMS:
@@ -366,6 +380,12 @@ class Classifier:
             classify_scan(self, spec)
         elif op in RNN_OPS:
             classify_rnn(self, spec)
+        elif op in COPY_OPS:
+            classify_copy(self, spec)
+        elif op in MASK_OPS:
+            classify_mask(self, spec)
+        elif op in COMPARE_OPS and absorbed_comparison(self, spec):
+            pass
         else:
             spec.reason = f"no template for {op}"
         return spec
@@ -460,7 +480,7 @@ class Classifier:
                 return
             op = spec.op = "identity"
         for name in act.NUMERIC_PARAMS:
-            if name in params and not isinstance(params[name], (int, float)):
+            if params.get(name) is not None and not isinstance(params[name], (int, float)):
                 self.reject(spec, f"{op}: non-constant {name}")
                 return
         if self.is_inplace_node(node) and not self._inplace_is_safe(spec, operands[0]):

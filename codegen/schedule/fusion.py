@@ -32,6 +32,7 @@ from codegen.frontend.ops import (
     ATTR,
     BATCH_NORM,
     CONV,
+    COPY,
     ELEMENTWISE,
     GEMM,
     INPUT,
@@ -52,7 +53,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN, COPY) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -68,6 +69,7 @@ COMPLEXITY = {
     SCAN: 3,
     REDUCTION: 2,
     POOL: 2,
+    COPY: 1,
     NORM: 4,
     ELEMENTWISE: 1,
     REFERENCE: 0,
@@ -327,7 +329,7 @@ class FusionPlanner:
         inside = [o for o in operand_nodes if o in members]
         if not inside:
             return False
-        if group.kind in (*ROW_FAMILIES, POOL) and (
+        if group.kind in (*ROW_FAMILIES, POOL, COPY) and (
             len(tail.users) != 1 or any(o is not tail for o in inside)
         ):
             return False
@@ -431,6 +433,13 @@ def realize(steps: list[Step], levels: dict[str, int]) -> list[Step]:
             out.append(step)
         elif level >= 2:
             for spec in group.specs:
+                for node in spec.args.get("lead", ()) if spec.family == ELEMENTWISE else ():
+                    # a comparison a masked fill absorbed (frontend/mask_ops.py) is computed again
+                    ref = Group(
+                        id=group.id, kind=REFERENCE, epilogue=[OpSpec(node, "compare", OTHER, "")], level=2
+                    )
+                    ref.outputs = [node]
+                    out.append(Step(group=ref))
                 ref = Group(id=group.id, kind=REFERENCE, epilogue=[spec], level=2, reason="demoted by fix")
                 ref.outputs = [spec.node]
                 out.append(Step(group=ref))

@@ -1,0 +1,111 @@
+// lib layout: kernels that only move data (codegen/frontend/layout_ops.py). Every output is a fresh
+// contiguous tensor written with consecutive threads on consecutive elements; Epi::apply(v, e) fuses
+// the group's elementwise epilogue into the store.
+// - gather: y[e] = x[offset(e)] for a strided view x (contiguous(), clone(), a permuted view's copy);
+//   MODE 1 / 2 keep the lower / upper triangle of the last two dims (tril / triu), zeros elsewhere;
+// - concat: every part p of a concatenation along one dim copies its [outer, size_p, inner] block into
+//   columns [start_p, start_p + size_p) of the [outer, total, inner] output; blockIdx.y is the part,
+//   so one launch covers all parts and no thread searches for its part;
+// - fill: y[e] = value (zeros_like, ones_like, full_like).
+
+#define STITCH_MAX_DIMS 8
+
+struct StitchStrides {
+  int nd;
+  int64_t size[STITCH_MAX_DIMS];
+  int64_t stride[STITCH_MAX_DIMS];
+};
+
+// Element offset in a strided tensor of the e-th element in row-major order of its sizes.
+__device__ __forceinline__ int64_t stitch_strided_offset(const StitchStrides& s, int64_t e) {
+  int64_t off = 0;
+#pragma unroll
+  for (int d = STITCH_MAX_DIMS - 1; d >= 0; --d) {
+    if (d < s.nd) {
+      const int64_t i = e % s.size[d];
+      e /= s.size[d];
+      off += i * s.stride[d];
+    }
+  }
+  return off;
+}
+
+template <int MODE, class Epi>
+__global__ void stitch_gather_kernel(const float* __restrict__ x, float* __restrict__ y, StitchStrides s,
+                                     int64_t n, int64_t diag, Epi epi) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  const int64_t cols = s.nd >= 1 ? s.size[s.nd - 1] : 1;
+  const int64_t rows = s.nd >= 2 ? s.size[s.nd - 2] : 1;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
+    float v;
+    if (MODE == 0) {
+      v = x[stitch_strided_offset(s, e)];
+    } else {
+      const int64_t col = e % cols;
+      const int64_t row = (e / cols) % rows;
+      const bool keep = MODE == 1 ? col - row <= diag : col - row >= diag;
+      v = keep ? x[stitch_strided_offset(s, e)] : 0.0f;
+    }
+    y[e] = epi.apply(v, e);
+  }
+}
+
+template <int MODE, class Epi>
+static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, int64_t n, int64_t diag,
+                             const Epi& epi, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaGetLastError();
+  const int threads = 256;
+  stitch_gather_kernel<MODE, Epi><<<stitch_grid(n, threads, 16), threads, 0, stream>>>(x, y, s, n, diag, epi);
+  return (int)cudaGetLastError();
+}
+
+template <int N>
+struct StitchConcatParts {
+  const float* ptr[N];
+  int64_t start[N + 1];  // prefix sums of the parts' sizes along the concatenated dim
+};
+
+template <int N, class Epi>
+__global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__ y, int64_t outer, int64_t total,
+                                     int64_t inner, Epi epi) {
+  const int part = blockIdx.y;
+  const float* __restrict__ x = p.ptr[part];
+  const int64_t block = (p.start[part + 1] - p.start[part]) * inner;  // one outer slice of this part
+  const int64_t n = outer * block;
+  const int64_t base = p.start[part] * inner;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += step) {
+    const int64_t o = k / block;
+    const int64_t e = o * total * inner + base + (k - o * block);
+    y[e] = epi.apply(x[k], e);
+  }
+}
+
+template <int N, class Epi>
+static int stitch_concat_run(const StitchConcatParts<N>& p, float* y, int64_t outer, int64_t total, int64_t inner,
+                             const Epi& epi, cudaStream_t stream) {
+  int64_t largest = 0;
+  for (int i = 0; i < N; ++i) {
+    const int64_t n = outer * (p.start[i + 1] - p.start[i]) * inner;
+    if (n > largest) largest = n;
+  }
+  if (largest <= 0) return (int)cudaGetLastError();
+  const int threads = 256;
+  const dim3 grid(stitch_grid(largest, threads, 16), N);
+  stitch_concat_kernel<N, Epi><<<grid, threads, 0, stream>>>(p, y, outer, total, inner, epi);
+  return (int)cudaGetLastError();
+}
+
+template <class Epi>
+__global__ void stitch_fill_kernel(float* __restrict__ y, int64_t n, float value, Epi epi) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) y[e] = epi.apply(value, e);
+}
+
+template <class Epi>
+static int stitch_fill_run(float* y, int64_t n, float value, const Epi& epi, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaGetLastError();
+  const int threads = 256;
+  stitch_fill_kernel<Epi><<<stitch_grid(n, threads, 16), threads, 0, stream>>>(y, n, value, epi);
+  return (int)cudaGetLastError();
+}
