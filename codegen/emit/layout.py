@@ -108,8 +108,23 @@ def _gather(
         "y = x if x.is_contiguous() else torch.empty(tuple(x.shape), device=x.device, dtype=torch.float32)"
         if mode == "contiguous" and alias
         else "y = torch.empty(tuple(x.shape), device=x.device, dtype=torch.float32)",
-        f"sizes = list(x.shape) + [1] * ({MAX_DIMS} - x.dim())",
-        f"strides = list(x.stride()) + [0] * ({MAX_DIMS} - x.dim())",
+    ]
+    if mode in ("contiguous", "clone"):  # merge dims contiguous with each other: fewer divisions
+        helper.lines += [
+            "dims = []",
+            "for size, stride in zip(x.shape, x.stride()):",
+            "    if size == 1:",
+            "        continue",
+            "    if dims and dims[-1][1] == stride * size:",
+            "        dims[-1] = (dims[-1][0] * size, stride)",
+            "    else:",
+            "        dims.append((size, stride))",
+        ]
+    else:  # a triangle mask reads rows and columns from the last two dims
+        helper.lines.append("dims = list(zip(x.shape, x.stride()))")
+    helper.lines += [
+        f"sizes = [d[0] for d in dims] + [1] * ({MAX_DIMS} - len(dims))",
+        f"strides = [d[1] for d in dims] + [0] * ({MAX_DIMS} - len(dims))",
     ]
     params = [("const float*", "x"), ("float*", "y"), ("int", "nd")]
     params += [("int64_t", f"size{d}") for d in range(MAX_DIMS)]
@@ -124,7 +139,7 @@ def _gather(
             f"  return stitch_gather_run<{_GATHER_MODES[mode]}, {epi}>(x, y, s, n, diag, epi, stream);",
         ]
     )
-    call = ["x.data_ptr()", "y.data_ptr()", "x.dim()"]
+    call = ["x.data_ptr()", "y.data_ptr()", "len(dims)"]
     call += [f"sizes[{d}]" for d in range(MAX_DIMS)] + [f"strides[{d}]" for d in range(MAX_DIMS)]
     call += ["y.numel()", str(int(args.get("diagonal", 0)))]
     return params, body, call

@@ -16,46 +16,59 @@ struct StitchStrides {
   int64_t stride[STITCH_MAX_DIMS];
 };
 
-// Element offset in a strided tensor of the e-th element in row-major order of its sizes.
-__device__ __forceinline__ int64_t stitch_strided_offset(const StitchStrides& s, int64_t e) {
-  int64_t off = 0;
+// Element offset in a strided tensor of the e-th element in row-major order of its sizes; I is the
+// index type (32-bit when every index and offset fits: integer division is the kernel's main cost).
+template <class I>
+__device__ __forceinline__ I stitch_strided_offset(const StitchStrides& s, I e) {
+  I off = 0;
 #pragma unroll
   for (int d = STITCH_MAX_DIMS - 1; d >= 0; --d) {
     if (d < s.nd) {
-      const int64_t i = e % s.size[d];
-      e /= s.size[d];
-      off += i * s.stride[d];
+      const I size = (I)s.size[d];
+      const I q = e / size;
+      off += (e - q * size) * (I)s.stride[d];
+      e = q;
     }
   }
   return off;
 }
 
-template <int MODE, class Epi>
+template <int MODE, class I, class Epi>
 __global__ void stitch_gather_kernel(const float* __restrict__ x, float* __restrict__ y, StitchStrides s,
                                      int64_t n, int64_t diag, Epi epi) {
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  const int64_t cols = s.nd >= 1 ? s.size[s.nd - 1] : 1;
-  const int64_t rows = s.nd >= 2 ? s.size[s.nd - 2] : 1;
+  const I cols = s.nd >= 1 ? (I)s.size[s.nd - 1] : 1;
+  const I rows = s.nd >= 2 ? (I)s.size[s.nd - 2] : 1;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
     float v;
     if (MODE == 0) {
-      v = x[stitch_strided_offset(s, e)];
+      v = x[stitch_strided_offset<I>(s, (I)e)];
     } else {
-      const int64_t col = e % cols;
-      const int64_t row = (e / cols) % rows;
+      const int64_t col = (int64_t)((I)e % cols);
+      const int64_t row = (int64_t)(((I)e / cols) % rows);
       const bool keep = MODE == 1 ? col - row <= diag : col - row >= diag;
-      v = keep ? x[stitch_strided_offset(s, e)] : 0.0f;
+      v = keep ? x[stitch_strided_offset<I>(s, (I)e)] : 0.0f;
     }
     y[e] = epi.apply(v, e);
   }
 }
 
+// Sizes and strides arrive outermost first; the host has already merged dims that are contiguous
+// with each other (contiguous / clone only: a triangle mask needs its last two dims).
 template <int MODE, class Epi>
 static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, int64_t n, int64_t diag,
                              const Epi& epi, cudaStream_t stream) {
   if (n <= 0) return (int)cudaGetLastError();
+  int64_t reach = 0;  // the largest offset read
+  for (int d = 0; d < s.nd; ++d) reach += (s.size[d] - 1) * s.stride[d];
+  const bool narrow = n < 2147483647LL && reach < 2147483647LL;
   const int threads = 256;
-  stitch_gather_kernel<MODE, Epi><<<stitch_grid(n, threads, 16), threads, 0, stream>>>(x, y, s, n, diag, epi);
+  const unsigned blocks = stitch_grid(n, threads, 16);
+  if (narrow) {
+    stitch_gather_kernel<MODE, uint32_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
+  } else {
+    stitch_gather_kernel<MODE, uint64_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
+  }
   return (int)cudaGetLastError();
 }
 
@@ -74,8 +87,9 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
   const int64_t n = outer * block;
   const int64_t base = p.start[part] * inner;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  const bool narrow = ((uint64_t)n >> 31) == 0;
   for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += step) {
-    const int64_t o = k / block;
+    const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
     const int64_t e = o * total * inner + base + (k - o * block);
     y[e] = epi.apply(x[k], e);
   }
