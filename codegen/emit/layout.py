@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from codegen.emit.kernels import GroupWriter, Helper, build_chain, epi_functor, spec_ops
 from codegen.emit.row_io import functor_init, prefixed
-from codegen.frontend.layout_ops import MAX_DIMS
+from codegen.frontend.layout_ops import MAX_DIMS, PARTS_PER_LAUNCH
 from codegen.schedule.fusion import Group
 
 _GATHER_MODES = {"contiguous": 0, "clone": 0, "tril": 1, "triu": 2}
@@ -34,7 +34,7 @@ def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     epi_fields = prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
     epi_init = functor_init(epi, "epi", epi_chain.fields(), "e_")
     if mode in ("cat", "stack"):
-        params, body, call = _concat(helper, args, epi, epi_init)
+        pieces = _concat(helper, args, epi, epi_init)
     elif mode == "fill":
         helper.lines += [
             f"x = {helper.ref(args['input'])}",
@@ -42,26 +42,30 @@ def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         ]
         params = [("float*", "y"), ("int64_t", "n"), ("float", "value")]
         body = f"{epi_init}\n  return stitch_fill_run<{epi}>(y, n, value, epi, stream);"
-        call = ["y.data_ptr()", "y.numel()", repr(float(args["value"]))]
+        pieces = [(params, body, ["y.data_ptr()", "y.numel()", repr(float(args["value"]))])]
     else:
-        params, body, call = _gather(helper, args, epi, epi_init, alias=not group.epilogue)
+        pieces = [_gather(helper, args, epi, epi_init, alias=not group.epilogue)]
+    epi_args: list[str] = []
     if epi_chain.ops:
         helper.lines.append("y_shape = tuple(y.shape)")
         helper.prepare_chain(epi_chain, "e_", "y_shape", False)
-        call += helper.chain_args(epi_chain, "e_")
-    launcher = writer.unit.launcher(mode, params + epi_fields, body, group.id)
-    launch = f"_ext.{launcher}({', '.join(call + ['_stitch_stream(y)'])})"
-    if mode == "contiguous" and not group.epilogue:
-        helper.lines += ["if not x.is_contiguous():", f"    {launch}"]
-    else:
-        helper.lines.append(launch)
+        epi_args = helper.chain_args(epi_chain, "e_")
+    for params, body, call in pieces:
+        launcher = writer.unit.launcher(mode, params + epi_fields, body, group.id)
+        launch = f"_ext.{launcher}({', '.join(call + epi_args + ['_stitch_stream(y)'])})"
+        if mode == "contiguous" and not group.epilogue:
+            helper.lines += ["if not x.is_contiguous():", f"    {launch}"]
+        else:
+            helper.lines.append(launch)
     helper.returns = ["y" for _ in group.outputs]
-    return f"copy_{mode}" + ("+epilogue" if group.epilogue else ""), 1
+    return f"copy_{mode}" + ("+epilogue" if group.epilogue else ""), len(pieces)
 
 
-def _concat(
-    helper: Helper, args: dict, epi: str, epi_init: str
-) -> tuple[list[tuple[str, str]], str, list[str]]:
+Piece = tuple[list[tuple[str, str]], str, list[str]]  # launcher parameters, body, call arguments
+
+
+def _concat(helper: Helper, args: dict, epi: str, epi_init: str) -> list[Piece]:
+    """One launch per PARTS_PER_LAUNCH parts (one for every concatenation of up to that many)."""
     parts = args["inputs"]
     n, dim, stack = len(parts), int(args["dim"]), args["mode"] == "stack"
     names = [f"x{i}" for i in range(n)]
@@ -77,31 +81,37 @@ def _concat(
     else:
         helper.lines += [
             "shape = list(x0.shape)",
-            f"shape[{dim}] = {' + '.join(f'{name}.shape[{dim}]' for name in names)}",
+            f"shape[{dim}] = sum(t.shape[{dim}] for t in ({', '.join(names)},))",
         ]
         sizes = [f"{name}.shape[{dim}]" for name in names]
     helper.lines += [
         "y = torch.empty(shape, device=x0.device, dtype=torch.float32)",
         f"outer, total, inner = math.prod(shape[:{dim}]), shape[{dim}], math.prod(shape[{dim} + 1:])",
     ]
-    params = [("const float*", name) for name in names] + [("int64_t", f"n{i}") for i in range(n)]
-    params += [("float*", "y"), ("int64_t", "outer"), ("int64_t", "total"), ("int64_t", "inner")]
-    fill = [f"  StitchConcatParts<{n}> p;", "  p.start[0] = 0;"]
-    fill += [f"  p.ptr[{i}] = x{i};\n  p.start[{i + 1}] = p.start[{i}] + n{i};" for i in range(n)]
-    body = "\n".join(
-        [
-            epi_init,
-            *fill,
-            f"  return stitch_concat_run<{n}, {epi}>(p, y, outer, total, inner, epi, stream);",
-        ]
-    )
-    call = [f"{name}.data_ptr()" for name in names] + sizes + ["y.data_ptr()", "outer", "total", "inner"]
-    return params, body, call
+    pieces: list[Piece] = []
+    for first in range(0, n, PARTS_PER_LAUNCH):
+        chunk = list(range(first, min(n, first + PARTS_PER_LAUNCH)))
+        k = len(chunk)
+        params = [("const float*", f"x{i}") for i in range(k)] + [("int64_t", f"n{i}") for i in range(k)]
+        params += [("int64_t", "first"), ("float*", "y"), ("int64_t", "outer"), ("int64_t", "total")]
+        params += [("int64_t", "inner")]
+        fill = [f"  StitchConcatParts<{k}> p;", "  p.start[0] = first;"]
+        fill += [f"  p.ptr[{i}] = x{i};\n  p.start[{i + 1}] = p.start[{i}] + n{i};" for i in range(k)]
+        body = "\n".join(
+            [
+                epi_init,
+                *fill,
+                f"  return stitch_concat_run<{k}, {epi}>(p, y, outer, total, inner, epi, stream);",
+            ]
+        )
+        offset = str(first) if stack or not first else " + ".join(sizes[:first])
+        call = [f"{names[i]}.data_ptr()" for i in chunk] + [sizes[i] for i in chunk]
+        call += [offset, "y.data_ptr()", "outer", "total", "inner"]
+        pieces.append((params, body, call))
+    return pieces
 
 
-def _gather(
-    helper: Helper, args: dict, epi: str, epi_init: str, alias: bool
-) -> tuple[list[tuple[str, str]], str, list[str]]:
+def _gather(helper: Helper, args: dict, epi: str, epi_init: str, alias: bool) -> Piece:
     mode = args["mode"]
     helper.lines += [
         f"x = {helper.ref(args['input'])}",

@@ -31,7 +31,8 @@ COPY_FUNCTIONS: list[tuple[str, list[Any]]] = [
     ("ones_like", [torch.ones_like]),
     ("full_like", [torch.full_like]),
 ]
-MAX_PARTS = 64  # inputs of one concatenation launch (the launcher takes one pointer per input)
+PARTS_PER_LAUNCH = 64  # inputs of one concatenation launch (the launcher takes a pointer per input)
+MAX_PARTS = 1024  # a longer concatenation stays PyTorch (its launchers would bloat the program)
 MAX_DIMS = 8  # dims of a strided gather (StitchStrides in templates/layout.cuh)
 _FORMATS_OK = {
     "contiguous": (None, torch.contiguous_format),
@@ -139,3 +140,29 @@ def _fill(classifier: Classifier, spec: OpSpec, x: Any) -> None:
         return
     spec.family = COPY
     spec.args = {"input": x, "mode": "fill", "value": float(value)}
+
+
+def noop_conversion(classifier: Classifier, spec: OpSpec) -> bool:
+    """`x.to(device)` / `x.to(torch.float32)` / `x.float()` that keep a float32 tensor's dtype: PyTorch
+    returns `x` itself (on the same device), so it is a view, no kernel. True when `spec` became one."""
+    from codegen.frontend.families import VIEW
+
+    node = spec.node
+    if node.op != "call_method" or node.target not in ("to", "float") or not node.args:
+        return False
+    value, out = classifier.value(node.args[0]), classifier.value(node)
+    if not (_is_f32(value) and _is_f32(out)) or tuple(value.shape) != tuple(out.shape):
+        return False
+    rest = [*node.args[1:], *(v for k, v in node.kwargs.items() if k in ("dtype", "device"))]
+    extra = set(node.kwargs) - {"dtype", "device", "non_blocking"}
+    if extra or node.kwargs.get("non_blocking") not in (None, False):
+        return False
+    for arg in rest:
+        if isinstance(arg, fx.Node):
+            is_device = arg.op == "call_function" and arg.target is getattr and arg.args[1:] == ("device",)
+            if not is_device:
+                return False
+        elif not (arg is torch.float32 or isinstance(arg, (str, torch.device))):
+            return False
+    spec.op, spec.family = "view", VIEW
+    return True

@@ -37,7 +37,7 @@ from codegen.frontend.families import SCALAR as SCALAR
 from codegen.frontend.families import SOFTMAX as SOFTMAX
 from codegen.frontend.families import VIEW as VIEW
 from codegen.frontend.layout_ops import COPY as COPY  # re-exported with the other family names
-from codegen.frontend.layout_ops import COPY_FUNCTIONS, COPY_OPS, classify_copy
+from codegen.frontend.layout_ops import COPY_FUNCTIONS, COPY_OPS, classify_copy, noop_conversion
 from codegen.frontend.mask_ops import (
     COMPARE_OPS,
     MASK_FUNCTIONS,
@@ -384,8 +384,10 @@ class Classifier:
             classify_copy(self, spec)
         elif op in MASK_OPS:
             classify_mask(self, spec)
-        elif op in COMPARE_OPS and absorbed_comparison(self, spec):
-            pass
+        elif (op in COMPARE_OPS and absorbed_comparison(self, spec)) or (
+            op == "to" and noop_conversion(self, spec)
+        ):
+            pass  # a comparison a masked fill absorbs, or a conversion that changes nothing (a view)
         else:
             spec.reason = f"no template for {op}"
         return spec

@@ -185,7 +185,7 @@ def families_program() -> tuple[str, Any]:
     assert program.uncovered_ops == [] and program.auto_demoted == []
     kinds = sorted(t for t in program.templates.values() if t.startswith("copy_"))
     expected = ["cat", "cat", "cat", "cat+epilogue", "clone+epilogue", "contiguous", "contiguous"]
-    expected += ["fill", "fill+epilogue", "stack", "tril", "triu+epilogue"]
+    expected += ["fill", "fill+epilogue", "stack", "stack", "tril", "triu+epilogue"]
     assert kinds == [f"copy_{k}" for k in expected]
     return program.source, program
 
@@ -205,7 +205,7 @@ def test_copy_programs_never_call_back_into_pytorch_and_pass_the_hack_checks() -
     findings = static_findings(source)
     assert [f for f in findings if f["severity"] != "info"] == [], findings
     assert verdict(findings) == "clean"
-    assert program.launches == len(program.templates)  # one launch per group
+    assert program.launches == len(program.templates) + 1  # one launch per group, two for 70 parts
 
 
 def test_a_contiguous_input_is_returned_as_is_and_clone_always_copies() -> None:
@@ -256,3 +256,29 @@ def test_every_copy_variant_builds_with_nvcc(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     launchers = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     assert len(launchers) >= 9, launchers
+
+
+def test_a_long_concatenation_takes_one_launch_per_64_parts() -> None:
+    body = "torch.stack([x[:, i % 6] for i in range(130)], 1)"
+    analysis = analyse(task(body))
+    (stack,) = [s for s in analysis.specs if s.op == "stack"]
+    assert stack.family == COPY and len(stack.args["inputs"]) == 130
+    program = assemble(analysis, Options())
+    assert program.uncovered_ops == [] and program.launches == 3
+    assert "StitchConcatParts<64>" in program.cuda_src and "StitchConcatParts<2>" in program.cuda_src
+    assert "x64.shape" not in program.source  # stacked parts have size 1: the second launch starts at 64
+    assert ", 64, y.data_ptr()" in program.source
+
+
+@pytest.mark.parametrize(
+    ("body", "is_view"),
+    [
+        ("x.to(y.device) + 1.0", True),
+        ("x.to(torch.float32) * 2.0", True),
+        ("x.float() - y", True),
+        ("x.to(torch.float64).sum()", False),  # a real conversion stays PyTorch
+    ],
+)
+def test_conversions_that_change_nothing_are_views(body: str, is_view: bool) -> None:
+    program = assemble(analyse(task(body)), Options())
+    assert ("to" not in program.uncovered_ops) is is_view, program.uncovered_ops
