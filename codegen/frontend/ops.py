@@ -20,6 +20,7 @@ from torch import nn
 
 from codegen.frontend import activation_ops as act
 from codegen.frontend.capture import TracedModel
+from codegen.frontend.constant_ops import fold_tensor_constants
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES, CONV_OPS, classify_conv
 
@@ -336,7 +337,9 @@ class Classifier:
 
     # ---- classification ------------------------------------------------------------------------
     def classify_all(self) -> list[OpSpec]:
-        return [self.classify(node) for node in self.traced.graph.nodes]
+        specs = [self.classify(node) for node in self.traced.graph.nodes]
+        fold_tensor_constants(specs)
+        return specs
 
     def classify(self, node: fx.Node) -> OpSpec:
         text = target_text(node, self.root) if node.op.startswith("call") else str(node.target)

@@ -282,3 +282,19 @@ def test_a_long_concatenation_takes_one_launch_per_64_parts() -> None:
 def test_conversions_that_change_nothing_are_views(body: str, is_view: bool) -> None:
     program = assemble(analyse(task(body)), Options())
     assert ("to" not in program.uncovered_ops) is is_view, program.uncovered_ops
+
+
+def test_tensor_constants_are_folded_into_their_elementwise_users() -> None:
+    body = "torch.min(x, torch.tensor(0.25, device=x.device)) * torch.tensor(-2.0, device=y.device)"
+    analysis = analyse(task(body))
+    folded = [s for s in analysis.specs if s.op == "tensor"]
+    assert len(folded) == 2 and all(s.family == ELEMENTWISE for s in folded)
+    users = [s for s in analysis.specs if s.op in ("minimum", "mul")]
+    assert [u.args["operands"][1] for u in users] == [0.25, -2.0]
+    program = assemble(analysis, Options())
+    assert program.uncovered_ops == [] and "torch.tensor(" not in program.source.split("class ModelNew")[1]
+    assert "stitch_min(x_f0, 0.25f)" in program.cuda_src
+
+
+def test_demoted_groups_recreate_folded_tensor_constants() -> None:
+    _run_level("torch.min(x, torch.tensor(0.25, device=x.device)) + y", 2)
