@@ -298,3 +298,170 @@ def test_tensor_constants_are_folded_into_their_elementwise_users() -> None:
 
 def test_demoted_groups_recreate_folded_tensor_constants() -> None:
     _run_level("torch.min(x, torch.tensor(0.25, device=x.device)) + y", 2)
+
+
+# The kernels of templates/layout.cuh compiled as plain C++ with one loop per block and thread, so the
+# index math (strided offsets, 32- and 64-bit paths, triangle tests, concat slices) runs on the CPU.
+EMULATION = r"""
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__
+struct StitchDim3 { unsigned x = 1, y = 1, z = 1; };
+static StitchDim3 blockIdx, threadIdx, gridDim, blockDim;
+struct StitchNoEpi { float apply(float v, int64_t) const { return v; } };
+struct Plus { float apply(float v, int64_t e) const { return v + 0.001f * (float)e; } };
+#define STITCH_HOST_EMULATION
+#include "layout.cuh"
+
+template <class K> static void run(unsigned gx, unsigned gy, unsigned threads, K kernel) {
+  gridDim = {gx, gy, 1};
+  blockDim = {threads, 1, 1};
+  for (unsigned by = 0; by < gy; ++by)
+    for (unsigned bx = 0; bx < gx; ++bx)
+      for (unsigned t = 0; t < threads; ++t) {
+        blockIdx = {bx, by, 1};
+        threadIdx = {t, 1, 1};
+        kernel();
+      }
+}
+
+int main(int argc, char** argv) {
+  const std::string what = argv[1];
+  std::vector<float> y;
+  if (what == "gather") {  // gather MODE WIDE diag nd sizes... strides... storage
+    const int mode = atoi(argv[2]), wide = atoi(argv[3]);
+    const int64_t diag = atoll(argv[4]);
+    StitchStrides s{};
+    s.nd = atoi(argv[5]);
+    int64_t n = 1;
+    for (int d = 0; d < s.nd; ++d) {
+      s.size[d] = atoll(argv[6 + d]);
+      s.stride[d] = atoll(argv[6 + s.nd + d]);
+      n *= s.size[d];
+    }
+    std::vector<float> x(atoll(argv[6 + 2 * s.nd]));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
+    y.assign(n, -1.0f);
+    auto go = [&](auto tag) {
+      using I = decltype(tag);
+      run(3, 1, 32, [&] {
+        if (mode == 0) stitch_gather_kernel<0, I, StitchNoEpi>(x.data(), y.data(), s, n, diag, StitchNoEpi{});
+        if (mode == 1) stitch_gather_kernel<1, I, StitchNoEpi>(x.data(), y.data(), s, n, diag, StitchNoEpi{});
+        if (mode == 2) stitch_gather_kernel<2, I, Plus>(x.data(), y.data(), s, n, diag, Plus{});
+      });
+    };
+    if (wide) go(uint64_t{}); else go(uint32_t{});
+  } else {  // concat first outer inner size0 size1 size2 (three parts, the output's total after them)
+    const int64_t first = atoll(argv[2]), outer = atoll(argv[3]), inner = atoll(argv[4]);
+    const int64_t total = atoll(argv[8]);
+    StitchConcatParts<3> p;
+    std::vector<std::vector<float>> parts(3);
+    p.start[0] = first;
+    for (int i = 0; i < 3; ++i) {
+      const int64_t size = atoll(argv[5 + i]);
+      parts[i].resize(outer * size * inner);
+      for (size_t k = 0; k < parts[i].size(); ++k) parts[i][k] = 1000.0f * (i + 1) + (float)k;
+      p.ptr[i] = parts[i].data();
+      p.start[i + 1] = p.start[i] + size;
+    }
+    y.assign(outer * total * inner, -1.0f);
+    run(2, 3, 16, [&] { stitch_concat_kernel<3, StitchNoEpi>(p, y.data(), outer, total, inner, StitchNoEpi{}); });
+  }
+  for (float v : y) printf("%.4f\n", v);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    folder = tmp_path_factory.mktemp("layout_emulation")
+    (folder / "main.cpp").write_text(EMULATION)
+    from codegen.emit.cuda_unit import TEMPLATE_DIR
+
+    binary = folder / "emulate"
+    cmd = [
+        compiler,
+        "-std=c++17",
+        "-O1",
+        "-w",
+        f"-I{TEMPLATE_DIR}",
+        str(folder / "main.cpp"),
+        "-o",
+        str(binary),
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    return binary
+
+
+def _emulate(binary: Path, *args: Any) -> torch.Tensor:
+    out = subprocess.run([str(binary), *map(str, args)], check=True, capture_output=True, text=True).stdout
+    return torch.tensor([float(v) for v in out.split()])
+
+
+def _collapsed(view: torch.Tensor) -> list[tuple[int, int]]:
+    """The same dim merge as the helper writes (codegen/emit/layout.py), applied to a real view."""
+    dims: list[tuple[int, int]] = []
+    for size, stride in zip(view.shape, view.stride(), strict=True):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    return dims
+
+
+@pytest.mark.parametrize("wide", [0, 1])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda b: b.view(2, 3, 2, 5, 7).transpose(1, 2),  # a channel shuffle
+        lambda b: b.permute(0, 3, 1, 2),
+        lambda b: b[:, 1:4, :, ::2],
+        lambda b: b.transpose(-1, -2)[..., 1:],
+        lambda b: b[:1, :1].expand(3, 4, 5, 7),
+    ],
+)
+def test_the_gather_kernel_copies_strided_views(emulator: Path, make: Any, wide: int) -> None:
+    base = torch.arange(2 * 6 * 5 * 7, dtype=torch.float32).view(2, 6, 5, 7)
+    view = make(base)
+    dims = _collapsed(view)
+    sizes, strides = [d[0] for d in dims], [d[1] for d in dims]
+    got = _emulate(emulator, "gather", 0, wide, 0, len(dims), *sizes, *strides, base.numel())
+    # element i of the base holds i, and the helper passes data_ptr() (the view's first element)
+    assert torch.equal(got.view(view.shape) + view.storage_offset(), view.contiguous())
+
+
+@pytest.mark.parametrize(("mode", "diag"), [(1, 0), (1, -2), (1, 3), (2, 0), (2, 2), (2, -1)])
+def test_the_triangle_kernel_matches_tril_and_triu(emulator: Path, mode: int, diag: int) -> None:
+    base = torch.arange(3 * 5 * 7, dtype=torch.float32).view(3, 7, 5).transpose(1, 2)  # strided input
+    sizes, strides = list(base.shape), list(base.stride())
+    got = _emulate(emulator, "gather", mode, 0, diag, 3, *sizes, *strides, base.numel()).view(3, 5, 7)
+    expected = torch.tril(base, diag) if mode == 1 else torch.triu(base, diag)
+    if mode == 2:  # the Plus epilogue adds 0.001 * e to every element, masked ones too
+        expected = expected + 0.001 * torch.arange(expected.numel(), dtype=torch.float32).view(3, 5, 7)
+    torch.testing.assert_close(got, expected, atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize(("first", "outer", "inner", "sizes"), [(0, 2, 35, (6, 1, 3)), (4, 3, 1, (2, 5, 1))])
+def test_the_concat_kernel_writes_each_part_into_its_slice(
+    emulator: Path, first: int, outer: int, inner: int, sizes: tuple[int, int, int]
+) -> None:
+    total = first + sum(sizes)
+    got = _emulate(emulator, "concat", first, outer, inner, *sizes, total).view(outer, total, inner)
+    parts = [
+        1000.0 * (i + 1) + torch.arange(outer * s * inner).view(outer, s, inner) for i, s in enumerate(sizes)
+    ]
+    assert torch.equal(got[:, first:], torch.cat(parts, 1).float())
+    assert bool((got[:, :first] == -1).all())  # an earlier launch's columns are left alone

@@ -53,6 +53,7 @@ __global__ void stitch_gather_kernel(const float* __restrict__ x, float* __restr
   }
 }
 
+#ifndef STITCH_HOST_EMULATION  // tests/codegen/test_copy_ops.py runs the kernels' index math on the CPU
 // Sizes and strides arrive outermost first; the host has already merged dims that are contiguous
 // with each other (contiguous / clone only: a triangle mask needs its last two dims).
 template <int MODE, class Epi>
@@ -71,6 +72,7 @@ static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, i
   }
   return (int)cudaGetLastError();
 }
+#endif
 
 template <int N>
 struct StitchConcatParts {
@@ -95,6 +97,7 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
   }
 }
 
+#ifndef STITCH_HOST_EMULATION
 template <int N, class Epi>
 static int stitch_concat_run(const StitchConcatParts<N>& p, float* y, int64_t outer, int64_t total, int64_t inner,
                              const Epi& epi, cudaStream_t stream) {
@@ -109,6 +112,7 @@ static int stitch_concat_run(const StitchConcatParts<N>& p, float* y, int64_t ou
   stitch_concat_kernel<N, Epi><<<grid, threads, 0, stream>>>(p, y, outer, total, inner, epi);
   return (int)cudaGetLastError();
 }
+#endif
 
 template <class Epi>
 __global__ void stitch_fill_kernel(float* __restrict__ y, int64_t n, float value, Epi epi) {
@@ -116,6 +120,7 @@ __global__ void stitch_fill_kernel(float* __restrict__ y, int64_t n, float value
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) y[e] = epi.apply(value, e);
 }
 
+#ifndef STITCH_HOST_EMULATION
 template <class Epi>
 static int stitch_fill_run(float* y, int64_t n, float value, const Epi& epi, cudaStream_t stream) {
   if (n <= 0) return (int)cudaGetLastError();
@@ -123,3 +128,4 @@ static int stitch_fill_run(float* y, int64_t n, float value, const Epi& epi, cud
   stitch_fill_kernel<Epi><<<stitch_grid(n, threads, 16), threads, 0, stream>>>(y, n, value, epi);
   return (int)cudaGetLastError();
 }
+#endif
