@@ -316,6 +316,9 @@ EMULATION = r"""
 struct StitchDim3 { unsigned x = 1, y = 1, z = 1; };
 static StitchDim3 blockIdx, threadIdx, gridDim, blockDim;
 struct StitchNoEpi { float apply(float v, int64_t) const { return v; } };
+struct float4 { float x, y, z, w; };
+static int stitch_vector_copies = 0;  // counts the float4 path's entries
+static bool stitch_aligned16(const void* p) { ++stitch_vector_copies; return ((uintptr_t)p & 15u) == 0; }
 struct Plus { float apply(float v, int64_t e) const { return v + 0.001f * (float)e; } };
 #define STITCH_HOST_EMULATION
 #include "layout.cuh"
@@ -374,6 +377,7 @@ int main(int argc, char** argv) {
     y.assign(outer * total * inner, -1.0f);
     run(2, 3, 16, [&] { stitch_concat_kernel<3, StitchNoEpi>(p, y.data(), outer, total, inner, StitchNoEpi{}); });
   }
+  fprintf(stderr, "%d\n", stitch_vector_copies);
   for (float v : y) printf("%.4f\n", v);
   return 0;
 }
@@ -405,8 +409,13 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _emulate(binary: Path, *args: Any) -> torch.Tensor:
-    out = subprocess.run([str(binary), *map(str, args)], check=True, capture_output=True, text=True).stdout
-    return torch.tensor([float(v) for v in out.split()])
+    return _emulate_counting(binary, *args)[0]
+
+
+def _emulate_counting(binary: Path, *args: Any) -> tuple[torch.Tensor, int]:
+    """(output, how many blocks checked the float4 path's alignment: > 0 when they could take it)."""
+    proc = subprocess.run([str(binary), *map(str, args)], check=True, capture_output=True, text=True)
+    return torch.tensor([float(v) for v in proc.stdout.split()]), int(proc.stderr.split()[-1])
 
 
 def _collapsed(view: torch.Tensor) -> list[tuple[int, int]]:
@@ -454,12 +463,19 @@ def test_the_triangle_kernel_matches_tril_and_triu(emulator: Path, mode: int, di
     torch.testing.assert_close(got, expected, atol=1e-3, rtol=0)
 
 
-@pytest.mark.parametrize(("first", "outer", "inner", "sizes"), [(0, 2, 35, (6, 1, 3)), (4, 3, 1, (2, 5, 1))])
+@pytest.mark.parametrize(
+    ("first", "outer", "inner", "sizes"),
+    [(0, 2, 35, (6, 1, 3)), (4, 3, 1, (2, 5, 1)), (0, 3, 8, (2, 1, 3)), (4, 2, 1, (8, 4, 12))],
+)
 def test_the_concat_kernel_writes_each_part_into_its_slice(
     emulator: Path, first: int, outer: int, inner: int, sizes: tuple[int, int, int]
 ) -> None:
     total = first + sum(sizes)
-    got = _emulate(emulator, "concat", first, outer, inner, *sizes, total).view(outer, total, inner)
+    got, vector_checks = _emulate_counting(emulator, "concat", first, outer, inner, *sizes, total)
+    got = got.view(outer, total, inner)
+    starts = [first + sum(sizes[:i]) for i in range(3)]
+    whole = all(s * inner % 4 == 0 and b * inner % 4 == 0 for s, b in zip(sizes, starts, strict=True))
+    assert (vector_checks > 0) is (whole and total * inner % 4 == 0)
     parts = [
         1000.0 * (i + 1) + torch.arange(outer * s * inner).view(outer, s, inner) for i, s in enumerate(sizes)
     ]

@@ -5,7 +5,7 @@
 //   MODE 1 / 2 keep the lower / upper triangle of the last two dims (tril / triu), zeros elsewhere;
 // - concat: every part p of a concatenation along one dim copies its [outer, size_p, inner] block into
 //   columns [start_p, start_p + size_p) of the [outer, total, inner] output; blockIdx.y is the part,
-//   so one launch covers all parts and no thread searches for its part;
+//   so one launch covers all parts and no thread searches for its part; float4 copies where aligned;
 // - fill: y[e] = value (zeros_like, ones_like, full_like).
 
 #define STITCH_MAX_DIMS 8
@@ -90,6 +90,23 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
   const int64_t base = p.start[part] * inner;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   const bool narrow = ((uint64_t)n >> 31) == 0;
+  // 16-byte loads and stores when this part's rows and its slice start are whole float4s (the choice
+  // is the same for every thread of the block: blockIdx.y is the part).
+  if (block % 4 == 0 && (total * inner) % 4 == 0 && base % 4 == 0 && stitch_aligned16(x) && stitch_aligned16(y)) {
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n / 4; q += step) {
+      const int64_t k = q * 4;
+      const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
+      const int64_t e = o * total * inner + base + (k - o * block);
+      const float4 v = *reinterpret_cast<const float4*>(x + k);
+      float4 r;
+      r.x = epi.apply(v.x, e);
+      r.y = epi.apply(v.y, e + 1);
+      r.z = epi.apply(v.z, e + 2);
+      r.w = epi.apply(v.w, e + 3);
+      *reinterpret_cast<float4*>(y + e) = r;
+    }
+    return;
+  }
   for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += step) {
     const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
     const int64_t e = o * total * inner + base + (k - o * block);
