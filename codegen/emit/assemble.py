@@ -25,12 +25,13 @@ from codegen.emit.conv import write_conv
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.expressions import ExprError
 from codegen.emit.kernels import GroupWriter
+from codegen.emit.layout import write_copy
 from codegen.emit.norm import write_norm
 from codegen.emit.pool import write_pool
 from codegen.emit.rnn import write_rnn
 from codegen.emit.scan import write_scan
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import ATTR, AXIS, CONV, NORM, OUTPUT, POOL, RNN, SCALAR, SCAN, VIEW
+from codegen.frontend.ops import ATTR, AXIS, CONV, COPY, NORM, OUTPUT, POOL, RNN, SCALAR, SCAN, VIEW
 from codegen.frontend.source import indent
 from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
@@ -54,6 +55,7 @@ FAMILY_WRITERS = {
     SCAN: write_scan,
     RNN: write_rnn,
     AXIS: write_axis,
+    COPY: write_copy,
 }  # group kinds written outside codegen.emit.kernels
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
 

@@ -28,6 +28,7 @@ LIB_ORDER = (
     "pool",
     "groupnorm",
     "rnn",
+    "layout",
 )
 NAME_PLACEHOLDER = "@NAME@"
 _MARKER = re.compile(r"^\s*//\s*(group|lib)\s+(.+?)\s*(?::.*)?$")

@@ -157,6 +157,17 @@ def op_expr(op: str, args: list[str], params: dict[str, Any], constants: list[An
         return f"stitch_max({a}, {args[1]})"
     if op == "minimum":
         return f"stitch_min({a}, {args[1]})"
+    if op == "masked_fill_cmp":  # x, a, b: a <cmp> b ? value : x (frontend/mask_ops.py)
+        cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[params["cmp"]]
+        return f"(({args[1]} {cmp} {args[2]}) ? {_param(params, 'value')} : {a})"
+    if op == "clamp_t":  # x, [min], [max] as tensors: NaN-propagating like torch.clamp
+        rest = list(args[1:])
+        expr = a
+        if params.get("has_min"):
+            expr = f"stitch_max({expr}, {rest.pop(0)})"
+        if params.get("has_max"):
+            expr = f"stitch_min({expr}, {rest.pop(0)})"
+        return expr
     if op == "bn_affine":  # (x - mean[c]) * scale[c] + beta[c]
         if len(args) == 4:
             return f"(({a} - {args[1]}) * {args[2]} + {args[3]})"

@@ -36,6 +36,16 @@ _INFIX = {
     operator.mod: "%",
     operator.pow: "**",
     operator.matmul: "@",
+    # comparisons and bitwise ops: a mask that stays PyTorch (or a demoted one) is written back as is
+    operator.eq: "==",
+    operator.ne: "!=",
+    operator.lt: "<",
+    operator.le: "<=",
+    operator.gt: ">",
+    operator.ge: ">=",
+    operator.and_: "&",
+    operator.or_: "|",
+    operator.xor: "^",
 }
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
 

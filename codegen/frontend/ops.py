@@ -26,6 +26,7 @@ from codegen.frontend.axis_ops import (
     classify_indexed_extremum,
 )
 from codegen.frontend.capture import TracedModel
+from codegen.frontend.constant_ops import fold_tensor_constants
 from codegen.frontend.conv_ops import CONV as CONV  # re-exported: every family name is read from here
 from codegen.frontend.conv_ops import CONV_OPS, classify_conv
 
@@ -42,6 +43,9 @@ from codegen.frontend.families import REDUCTION as REDUCTION
 from codegen.frontend.families import SCALAR as SCALAR
 from codegen.frontend.families import SOFTMAX as SOFTMAX
 from codegen.frontend.families import VIEW as VIEW
+from codegen.frontend.layout_ops import COPY as COPY  # re-exported with the other family names
+from codegen.frontend.layout_ops import COPY_OPS, classify_copy, noop_conversion
+from codegen.frontend.mask_ops import COMPARE_OPS, MASK_OPS, absorbed_comparison, classify_mask, tensor_clamp
 from codegen.frontend.norm_ops import NORM as NORM
 from codegen.frontend.norm_ops import NORM_OPS, classify_norm
 from codegen.frontend.pool_ops import POOL as POOL
@@ -94,7 +98,9 @@ class Classifier:
 
     # ---- classification ------------------------------------------------------------------------
     def classify_all(self) -> list[OpSpec]:
-        return [self.classify(node) for node in self.traced.graph.nodes]
+        specs = [self.classify(node) for node in self.traced.graph.nodes]
+        fold_tensor_constants(specs)
+        return specs
 
     def classify(self, node: fx.Node) -> OpSpec:
         text = target_text(node, self.root) if node.op.startswith("call") else str(node.target)
@@ -113,6 +119,8 @@ class Classifier:
         spec = OpSpec(node, op, OTHER, text)
         if op == "view" or (node.op == "call_function" and node.target in (operator.getitem, getattr)):
             spec.op, spec.family = "view", VIEW
+            return spec
+        if op == "clamp" and tensor_clamp(self, spec):
             return spec
         if op in ELEMENTWISE_OPS:
             self._elementwise(spec)
@@ -138,6 +146,14 @@ class Classifier:
             classify_rnn(self, spec)
         elif op in AXIS_OPS:
             classify_axis(self, spec)
+        elif op in COPY_OPS:
+            classify_copy(self, spec)
+        elif op in MASK_OPS:
+            classify_mask(self, spec)
+        elif (op in COMPARE_OPS and absorbed_comparison(self, spec)) or (
+            op == "to" and noop_conversion(self, spec)
+        ):
+            pass  # a comparison a masked fill absorbs, or a conversion that changes nothing (a view)
         else:
             spec.reason = f"no template for {op}"
         return spec
@@ -234,7 +250,7 @@ class Classifier:
                 return
             op = spec.op = "identity"
         for name in act.NUMERIC_PARAMS:
-            if name in params and not isinstance(params[name], (int, float)):
+            if params.get(name) is not None and not isinstance(params[name], (int, float)):
                 self.reject(spec, f"{op}: non-constant {name}")
                 return
         if self.is_inplace_node(node) and not self._inplace_is_safe(spec, operands[0]):

@@ -18,6 +18,8 @@ from torch import nn
 from codegen.frontend import activation_ops as act
 from codegen.frontend.axis_ops import AXIS_FUNCTIONS
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES
+from codegen.frontend.layout_ops import COPY_FUNCTIONS
+from codegen.frontend.mask_ops import MASK_FUNCTIONS
 from codegen.frontend.norm_ops import NORM_FUNCTIONS, NORM_MODULES
 from codegen.frontend.pool_ops import POOL_FUNCTIONS, POOL_MODULES
 from codegen.frontend.rnn_ops import RNN_MODULES
@@ -97,6 +99,8 @@ FUNCTIONS: dict[int, str] = _collect(
         *POOL_FUNCTIONS,
         *NORM_FUNCTIONS,
         *SCAN_FUNCTIONS,
+        *COPY_FUNCTIONS,
+        *MASK_FUNCTIONS,
         *act.ACTIVATION_FUNCTIONS,
         ("batch_norm", [F.batch_norm]),
         ("cat", [torch.cat, torch.concat]),

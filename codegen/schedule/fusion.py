@@ -33,6 +33,7 @@ from codegen.frontend.ops import (
     AXIS,
     BATCH_NORM,
     CONV,
+    COPY,
     ELEMENTWISE,
     GEMM,
     INPUT,
@@ -53,7 +54,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN, AXIS)
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN, COPY) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -70,6 +71,7 @@ COMPLEXITY = {
     REDUCTION: 2,
     AXIS: 2,
     POOL: 2,
+    COPY: 1,
     NORM: 4,
     ELEMENTWISE: 1,
     REFERENCE: 0,
@@ -340,7 +342,7 @@ class FusionPlanner:
         inside = [o for o in operand_nodes if o in members]
         if not inside:
             return False
-        if group.kind in (*ROW_FAMILIES, POOL) and (
+        if group.kind in (*ROW_FAMILIES, POOL, COPY) and (
             len(tail.users) != 1 or any(o is not tail for o in inside)
         ):
             return False
@@ -457,6 +459,13 @@ def realize(steps: list[Step], levels: dict[str, int]) -> list[Step]:
             # The absorbed getitems right after their anchor: the epilogue reads them.
             head = group.prologue + group.lead + ([group.anchor] if group.anchor else [])
             for i, spec in enumerate(group.specs):
+                for node in spec.args.get("lead", ()) if spec.family == ELEMENTWISE else ():
+                    # a comparison a masked fill absorbed (frontend/mask_ops.py) is computed again
+                    ref = Group(
+                        id=group.id, kind=REFERENCE, epilogue=[OpSpec(node, "compare", OTHER, "")], level=2
+                    )
+                    ref.outputs = [node]
+                    out.append(Step(group=ref))
                 ref = Group(id=group.id, kind=REFERENCE, epilogue=[spec], level=2, reason="demoted by fix")
                 ref.outputs = [spec.node]
                 out.append(Step(group=ref))

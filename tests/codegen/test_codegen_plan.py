@@ -119,7 +119,7 @@ def test_attention_scale_folds_into_gemm_alpha() -> None:
     assert "softmax" in kinds(plan)
     scores = next(g for g in plan.groups if "truediv" in g.nodes)
     assert scores.kind == "gemm" and scores.template == "cublaslt_fused"
-    assert plan.uncovered_ops == ["contiguous"]
+    assert plan.uncovered_ops == [] and "copy" in kinds(plan)  # the head merge: our strided gather
 
 
 def test_rnn_loop_traces_with_concrete_sizes() -> None:
@@ -181,7 +181,7 @@ SUITE_KINDS = {
     "level3/2_CNNStage": ["conv", "batch_norm", "conv", "batch_norm", "pool"],
     "level3/3_ResidualBlock": ["conv", "batch_norm", "conv", "batch_norm"],
     "level3/4_AttentionBlock": ["gemm", "gemm", "gemm", "gemm", "softmax", "gemm", "gemm"],
-    "level3/5_RecurrentLoop": ["gemm"] * 256 + ["reference"],
+    "level3/5_RecurrentLoop": ["gemm"] * 256 + ["copy"],  # the stack: two launches of our concat
     "level3/6_TransformerMLP": ["layer_norm", "gemm", "gemm"],
 }
 

@@ -1,0 +1,155 @@
+"""Code for a copy group: one launch of templates/layout.cuh with the elementwise epilogue fused.
+
+- cat / stack: the parts (made contiguous, a no-op for the usual producer outputs) are viewed as
+  [outer, size_p, inner] blocks around the joined dim; one launch writes each into its slice;
+- contiguous / clone / tril / triu: a strided gather that reads the input through its own sizes and
+  strides, so a permuted or sliced view is copied in one pass. `contiguous()` of a tensor that is
+  already contiguous returns that tensor, as PyTorch does (no copy, nothing can observe the alias
+  that the reference would not have made too); `clone()` always copies;
+- zeros_like / ones_like / full_like: a fill of the input's shape.
+"""
+
+from __future__ import annotations
+
+from codegen.emit.kernels import GroupWriter, Helper, build_chain, epi_functor, spec_ops
+from codegen.emit.row_io import functor_init, prefixed
+from codegen.frontend.layout_ops import MAX_DIMS, PARTS_PER_LAUNCH
+from codegen.schedule.fusion import Group
+
+_GATHER_MODES = {"contiguous": 0, "clone": 0, "tril": 1, "triu": 2}
+
+
+def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
+    """Fill `helper` for a copy group; returns (template, launches)."""
+    writer.unit.use("layout")
+    anchor = group.anchor
+    assert anchor is not None
+    args = anchor.args
+    mode = args["mode"]
+    epi_chain = build_chain(
+        writer.classifier, spec_ops(group.epilogue), writer.shape(anchor.node), seed=anchor.node
+    )
+    epi_result = group.epilogue[-1].node if group.epilogue else anchor.node
+    epi = epi_functor(writer.unit, epi_chain, epi_result, group.id)
+    epi_fields = prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
+    epi_init = functor_init(epi, "epi", epi_chain.fields(), "e_")
+    if mode in ("cat", "stack"):
+        pieces = _concat(helper, args, epi, epi_init)
+    elif mode == "fill":
+        helper.lines += [
+            f"x = {helper.ref(args['input'])}",
+            "y = torch.empty(tuple(x.shape), device=x.device, dtype=torch.float32)",
+        ]
+        params = [("float*", "y"), ("int64_t", "n"), ("float", "value")]
+        body = f"{epi_init}\n  return stitch_fill_run<{epi}>(y, n, value, epi, stream);"
+        pieces = [(params, body, ["y.data_ptr()", "y.numel()", repr(float(args["value"]))])]
+    else:
+        pieces = [_gather(helper, args, epi, epi_init, alias=not group.epilogue)]
+    epi_args: list[str] = []
+    if epi_chain.ops:
+        helper.lines.append("y_shape = tuple(y.shape)")
+        helper.prepare_chain(epi_chain, "e_", "y_shape", False)
+        epi_args = helper.chain_args(epi_chain, "e_")
+    for params, body, call in pieces:
+        launcher = writer.unit.launcher(mode, params + epi_fields, body, group.id)
+        launch = f"_ext.{launcher}({', '.join(call + epi_args + ['_stitch_stream(y)'])})"
+        if mode == "contiguous" and not group.epilogue:
+            helper.lines += ["if not x.is_contiguous():", f"    {launch}"]
+        else:
+            helper.lines.append(launch)
+    helper.returns = ["y" for _ in group.outputs]
+    return f"copy_{mode}" + ("+epilogue" if group.epilogue else ""), len(pieces)
+
+
+Piece = tuple[list[tuple[str, str]], str, list[str]]  # launcher parameters, body, call arguments
+
+
+def _concat(helper: Helper, args: dict, epi: str, epi_init: str) -> list[Piece]:
+    """One launch per PARTS_PER_LAUNCH parts (one for every concatenation of up to that many)."""
+    parts = args["inputs"]
+    n, dim, stack = len(parts), int(args["dim"]), args["mode"] == "stack"
+    names = [f"x{i}" for i in range(n)]
+    helper.lines += [
+        f"{name} = {helper.ref(ref)}.contiguous()" for name, ref in zip(names, parts, strict=True)
+    ]
+    if stack:
+        helper.lines += [
+            f"shape = list(x0.shape[:{dim}]) + [{n}] + list(x0.shape[{dim}:])",
+            *(f"_stitch_same_shape({name}, tuple(x0.shape))" for name in names[1:]),
+        ]
+        sizes = ["1"] * n
+    else:
+        helper.lines += [
+            "shape = list(x0.shape)",
+            f"shape[{dim}] = sum(t.shape[{dim}] for t in ({', '.join(names)},))",
+        ]
+        sizes = [f"{name}.shape[{dim}]" for name in names]
+    helper.lines += [
+        "y = torch.empty(shape, device=x0.device, dtype=torch.float32)",
+        f"outer, total, inner = math.prod(shape[:{dim}]), shape[{dim}], math.prod(shape[{dim} + 1:])",
+    ]
+    pieces: list[Piece] = []
+    for first in range(0, n, PARTS_PER_LAUNCH):
+        chunk = list(range(first, min(n, first + PARTS_PER_LAUNCH)))
+        k = len(chunk)
+        params = [("const float*", f"x{i}") for i in range(k)] + [("int64_t", f"n{i}") for i in range(k)]
+        params += [("int64_t", "first"), ("float*", "y"), ("int64_t", "outer"), ("int64_t", "total")]
+        params += [("int64_t", "inner")]
+        fill = [f"  StitchConcatParts<{k}> p;", "  p.start[0] = first;"]
+        fill += [f"  p.ptr[{i}] = x{i};\n  p.start[{i + 1}] = p.start[{i}] + n{i};" for i in range(k)]
+        body = "\n".join(
+            [
+                epi_init,
+                *fill,
+                f"  return stitch_concat_run<{k}, {epi}>(p, y, outer, total, inner, epi, stream);",
+            ]
+        )
+        offset = str(first) if stack or not first else " + ".join(sizes[:first])
+        call = [f"{names[i]}.data_ptr()" for i in chunk] + [sizes[i] for i in chunk]
+        call += [offset, "y.data_ptr()", "outer", "total", "inner"]
+        pieces.append((params, body, call))
+    return pieces
+
+
+def _gather(helper: Helper, args: dict, epi: str, epi_init: str, alias: bool) -> Piece:
+    mode = args["mode"]
+    helper.lines += [
+        f"x = {helper.ref(args['input'])}",
+        "y = x if x.is_contiguous() else torch.empty(tuple(x.shape), device=x.device, dtype=torch.float32)"
+        if mode == "contiguous" and alias
+        else "y = torch.empty(tuple(x.shape), device=x.device, dtype=torch.float32)",
+    ]
+    if mode in ("contiguous", "clone"):  # merge dims contiguous with each other: fewer divisions
+        helper.lines += [
+            "dims = []",
+            "for size, stride in zip(x.shape, x.stride()):",
+            "    if size == 1:",
+            "        continue",
+            "    if dims and dims[-1][1] == stride * size:",
+            "        dims[-1] = (dims[-1][0] * size, stride)",
+            "    else:",
+            "        dims.append((size, stride))",
+        ]
+    else:  # a triangle mask reads rows and columns from the last two dims
+        helper.lines.append("dims = list(zip(x.shape, x.stride()))")
+    helper.lines += [
+        f"sizes = [d[0] for d in dims] + [1] * ({MAX_DIMS} - len(dims))",
+        f"strides = [d[1] for d in dims] + [0] * ({MAX_DIMS} - len(dims))",
+    ]
+    params = [("const float*", "x"), ("float*", "y"), ("int", "nd")]
+    params += [("int64_t", f"size{d}") for d in range(MAX_DIMS)]
+    params += [("int64_t", f"stride{d}") for d in range(MAX_DIMS)]
+    params += [("int64_t", "n"), ("int64_t", "diag")]
+    shape = ", ".join(f"size{d}" for d in range(MAX_DIMS))
+    strides = ", ".join(f"stride{d}" for d in range(MAX_DIMS))
+    body = "\n".join(
+        [
+            epi_init,
+            f"  const StitchStrides s{{nd, {{{shape}}}, {{{strides}}}}};",
+            f"  return stitch_gather_run<{_GATHER_MODES[mode]}, {epi}>(x, y, s, n, diag, epi, stream);",
+        ]
+    )
+    call = ["x.data_ptr()", "y.data_ptr()", "len(dims)"]
+    call += [f"sizes[{d}]" for d in range(MAX_DIMS)] + [f"strides[{d}]" for d in range(MAX_DIMS)]
+    call += ["y.numel()", str(int(args.get("diagonal", 0)))]
+    return params, body, call

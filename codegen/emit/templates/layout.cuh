@@ -1,0 +1,148 @@
+// lib layout: kernels that only move data (codegen/frontend/layout_ops.py). Every output is a fresh
+// contiguous tensor written with consecutive threads on consecutive elements; Epi::apply(v, e) fuses
+// the group's elementwise epilogue into the store.
+// - gather: y[e] = x[offset(e)] for a strided view x (contiguous(), clone(), a permuted view's copy);
+//   MODE 1 / 2 keep the lower / upper triangle of the last two dims (tril / triu), zeros elsewhere;
+// - concat: every part p of a concatenation along one dim copies its [outer, size_p, inner] block into
+//   columns [start_p, start_p + size_p) of the [outer, total, inner] output; blockIdx.y is the part,
+//   so one launch covers all parts and no thread searches for its part; float4 copies where aligned;
+// - fill: y[e] = value (zeros_like, ones_like, full_like).
+
+#define STITCH_MAX_DIMS 8
+
+struct StitchStrides {
+  int nd;
+  int64_t size[STITCH_MAX_DIMS];
+  int64_t stride[STITCH_MAX_DIMS];
+};
+
+// Element offset in a strided tensor of the e-th element in row-major order of its sizes; I is the
+// index type (32-bit when every index and offset fits: integer division is the kernel's main cost).
+template <class I>
+__device__ __forceinline__ I stitch_strided_offset(const StitchStrides& s, I e) {
+  I off = 0;
+#pragma unroll
+  for (int d = STITCH_MAX_DIMS - 1; d >= 0; --d) {
+    if (d < s.nd) {
+      const I size = (I)s.size[d];
+      const I q = e / size;
+      off += (e - q * size) * (I)s.stride[d];
+      e = q;
+    }
+  }
+  return off;
+}
+
+template <int MODE, class I, class Epi>
+__global__ void stitch_gather_kernel(const float* __restrict__ x, float* __restrict__ y, StitchStrides s,
+                                     int64_t n, int64_t diag, Epi epi) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  const I cols = s.nd >= 1 ? (I)s.size[s.nd - 1] : 1;
+  const I rows = s.nd >= 2 ? (I)s.size[s.nd - 2] : 1;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
+    float v;
+    if (MODE == 0) {
+      v = x[stitch_strided_offset<I>(s, (I)e)];
+    } else {
+      const int64_t col = (int64_t)((I)e % cols);
+      const int64_t row = (int64_t)(((I)e / cols) % rows);
+      const bool keep = MODE == 1 ? col - row <= diag : col - row >= diag;
+      v = keep ? x[stitch_strided_offset<I>(s, (I)e)] : 0.0f;
+    }
+    y[e] = epi.apply(v, e);
+  }
+}
+
+#ifndef STITCH_HOST_EMULATION  // tests/codegen/test_copy_ops.py runs the kernels' index math on the CPU
+// Sizes and strides arrive outermost first; the host has already merged dims that are contiguous
+// with each other (contiguous / clone only: a triangle mask needs its last two dims).
+template <int MODE, class Epi>
+static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, int64_t n, int64_t diag,
+                             const Epi& epi, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaGetLastError();
+  int64_t reach = 0;  // the largest offset read
+  for (int d = 0; d < s.nd; ++d) reach += (s.size[d] - 1) * s.stride[d];
+  const bool narrow = n < 2147483647LL && reach < 2147483647LL;
+  const int threads = 256;
+  const unsigned blocks = stitch_grid(n, threads, 16);
+  if (narrow) {
+    stitch_gather_kernel<MODE, uint32_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
+  } else {
+    stitch_gather_kernel<MODE, uint64_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
+  }
+  return (int)cudaGetLastError();
+}
+#endif
+
+template <int N>
+struct StitchConcatParts {
+  const float* ptr[N];
+  int64_t start[N + 1];  // prefix sums of the parts' sizes along the concatenated dim
+};
+
+template <int N, class Epi>
+__global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__ y, int64_t outer, int64_t total,
+                                     int64_t inner, Epi epi) {
+  const int part = blockIdx.y;
+  const float* __restrict__ x = p.ptr[part];
+  const int64_t block = (p.start[part + 1] - p.start[part]) * inner;  // one outer slice of this part
+  const int64_t n = outer * block;
+  const int64_t base = p.start[part] * inner;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  const bool narrow = ((uint64_t)n >> 31) == 0;
+  // 16-byte loads and stores when this part's rows and its slice start are whole float4s (the choice
+  // is the same for every thread of the block: blockIdx.y is the part).
+  if (block % 4 == 0 && (total * inner) % 4 == 0 && base % 4 == 0 && stitch_aligned16(x) && stitch_aligned16(y)) {
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n / 4; q += step) {
+      const int64_t k = q * 4;
+      const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
+      const int64_t e = o * total * inner + base + (k - o * block);
+      const float4 v = *reinterpret_cast<const float4*>(x + k);
+      float4 r;
+      r.x = epi.apply(v.x, e);
+      r.y = epi.apply(v.y, e + 1);
+      r.z = epi.apply(v.z, e + 2);
+      r.w = epi.apply(v.w, e + 3);
+      *reinterpret_cast<float4*>(y + e) = r;
+    }
+    return;
+  }
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += step) {
+    const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
+    const int64_t e = o * total * inner + base + (k - o * block);
+    y[e] = epi.apply(x[k], e);
+  }
+}
+
+#ifndef STITCH_HOST_EMULATION
+template <int N, class Epi>
+static int stitch_concat_run(const StitchConcatParts<N>& p, float* y, int64_t outer, int64_t total, int64_t inner,
+                             const Epi& epi, cudaStream_t stream) {
+  int64_t largest = 0;
+  for (int i = 0; i < N; ++i) {
+    const int64_t n = outer * (p.start[i + 1] - p.start[i]) * inner;
+    if (n > largest) largest = n;
+  }
+  if (largest <= 0) return (int)cudaGetLastError();
+  const int threads = 256;
+  const dim3 grid(stitch_grid(largest, threads, 16), N);
+  stitch_concat_kernel<N, Epi><<<grid, threads, 0, stream>>>(p, y, outer, total, inner, epi);
+  return (int)cudaGetLastError();
+}
+#endif
+
+template <class Epi>
+__global__ void stitch_fill_kernel(float* __restrict__ y, int64_t n, float value, Epi epi) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) y[e] = epi.apply(value, e);
+}
+
+#ifndef STITCH_HOST_EMULATION
+template <class Epi>
+static int stitch_fill_run(float* y, int64_t n, float value, const Epi& epi, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaGetLastError();
+  const int threads = 256;
+  stitch_fill_kernel<Epi><<<stitch_grid(n, threads, 16), threads, 0, stream>>>(y, n, value, epi);
+  return (int)cudaGetLastError();
+}
+#endif

@@ -1,0 +1,168 @@
+"""Classify the ops that only move data: concatenation, stacking, copies, triangle masks, fills.
+
+Why a module of its own: `torch.cat`/`torch.stack` along any dim, `x.contiguous()`, `x.clone()`,
+`torch.tril`/`torch.triu` and `zeros_like`/`ones_like`/`full_like` all become one family (COPY) whose
+kernels (templates/layout.cuh) address their inputs directly: a concatenation is one launch that
+writes every input into its slice of the output, a contiguous copy of a permuted view (ShuffleNet's
+channel shuffle) is one strided gather. Each kernel stores through a fused elementwise epilogue.
+What the kernels do not produce stays PyTorch with a reason (other dtypes, memory formats, more
+parts than one launch takes).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx as fx
+
+if TYPE_CHECKING:
+    from codegen.frontend.ops import Classifier, OpSpec
+
+COPY = "copy"  # the family of data-movement kernels (templates/layout.cuh)
+FILL_OPS = frozenset({"zeros_like", "ones_like", "full_like"})
+COPY_OPS = frozenset({"cat", "stack", "contiguous", "clone", "tril", "triu"}) | FILL_OPS
+COPY_FUNCTIONS: list[tuple[str, list[Any]]] = [
+    ("stack", [torch.stack]),
+    ("clone", [torch.clone]),
+    ("tril", [torch.tril]),
+    ("triu", [torch.triu]),
+    ("zeros_like", [torch.zeros_like]),
+    ("ones_like", [torch.ones_like]),
+    ("full_like", [torch.full_like]),
+]
+PARTS_PER_LAUNCH = 64  # inputs of one concatenation launch (the launcher takes a pointer per input)
+MAX_PARTS = 1024  # a longer concatenation stays PyTorch (its launchers would bloat the program)
+MAX_DIMS = 8  # dims of a strided gather (StitchStrides in templates/layout.cuh)
+_FORMATS_OK = {
+    "contiguous": (None, torch.contiguous_format),
+    "clone": (None, torch.contiguous_format, torch.preserve_format),
+}
+
+
+def _arg(node: fx.Node, index: int, name: str, default: Any = None) -> Any:
+    """Positional `index` (after the input for methods and functions alike) or keyword `name`."""
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def _input(node: fx.Node) -> Any:
+    return node.args[0] if node.args else node.kwargs.get("input", node.kwargs.get("self"))
+
+
+def _is_f32(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.float32
+
+
+def classify_copy(classifier: Classifier, spec: OpSpec) -> None:
+    """Fill `spec` (family COPY, args) or reject it with the reason it stays PyTorch."""
+    node, op = spec.node, spec.op
+    if node.op == "call_module":
+        classifier.reject(spec, f"{op} as a module")
+        return
+    if not _is_f32(classifier.value(node)):
+        classifier.reject(spec, f"{op} with a non-float32 result")
+        return
+    if op in ("cat", "stack"):
+        _concat(classifier, spec)
+        return
+    x = _input(node)
+    value = classifier.value(x)
+    if not _is_f32(value):
+        classifier.reject(spec, f"{op} of a non-float32 tensor")
+        return
+    if op in FILL_OPS:
+        _fill(classifier, spec, x)
+        return
+    if value.dim() > MAX_DIMS:
+        classifier.reject(spec, f"{op} of a tensor of more than {MAX_DIMS} dims")
+        return
+    if op in _FORMATS_OK:
+        extra = [k for k in node.kwargs if k not in ("input", "self", "memory_format")]
+        if extra or len(node.args) > 1 or node.kwargs.get("memory_format") not in _FORMATS_OK[op]:
+            classifier.reject(spec, f"{op} with a memory format or arguments the copy kernel does not take")
+            return
+        spec.args = {"input": x, "mode": op}
+    else:  # tril / triu
+        diagonal = _arg(node, 1, "diagonal", 0)
+        if not isinstance(diagonal, int) or isinstance(diagonal, bool):
+            classifier.reject(spec, f"{op} with a non-constant diagonal")
+            return
+        if value.dim() < 2:
+            classifier.reject(spec, f"{op} of a tensor of fewer than 2 dims")
+            return
+        spec.args = {"input": x, "mode": op, "diagonal": diagonal}
+    spec.family = COPY
+
+
+def _concat(classifier: Classifier, spec: OpSpec) -> None:
+    node, op = spec.node, spec.op
+    parts = _input(node)
+    dim = _arg(node, 1, "dim", 0)
+    extra = [k for k in node.kwargs if k not in ("tensors", "dim", "axis")]
+    if not isinstance(parts, (list, tuple)) and "tensors" in node.kwargs:
+        parts = node.kwargs["tensors"]
+    dim = node.kwargs.get("axis", dim)
+    if extra or not isinstance(parts, (list, tuple)) or not parts:
+        classifier.reject(spec, f"{op} of something other than a list of tensors")
+        return
+    values = [classifier.value(p) for p in parts]
+    if not all(isinstance(p, fx.Node) and _is_f32(v) for p, v in zip(parts, values, strict=True)):
+        classifier.reject(spec, f"{op} of non-float32 tensors")
+        return
+    if len(parts) > MAX_PARTS:
+        classifier.reject(spec, f"{op} of more than {MAX_PARTS} tensors")
+        return
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        classifier.reject(spec, f"{op} over a non-constant dim")
+        return
+    ndim = values[0].dim()
+    if ndim == 0 and op == "cat" or any(v.dim() != ndim for v in values):
+        classifier.reject(spec, f"{op} of tensors of different ranks (or 0-d)")
+        return
+    out_ndim = ndim + (1 if op == "stack" else 0)
+    spec.family = COPY
+    spec.args = {"inputs": list(parts), "dim": dim % out_ndim, "mode": op}
+
+
+def _fill(classifier: Classifier, spec: OpSpec, x: Any) -> None:
+    node, op = spec.node, spec.op
+    value: Any = {"zeros_like": 0.0, "ones_like": 1.0}.get(op)
+    if op == "full_like":
+        value = _arg(node, 1, "fill_value")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        classifier.reject(spec, f"{op} with a non-constant value")
+        return
+    dtype = node.kwargs.get("dtype")
+    if dtype not in (None, torch.float32):
+        classifier.reject(spec, f"{op} with dtype {dtype}")
+        return
+    spec.family = COPY
+    spec.args = {"input": x, "mode": "fill", "value": float(value)}
+
+
+def noop_conversion(classifier: Classifier, spec: OpSpec) -> bool:
+    """`x.to(device)` / `x.to(torch.float32)` / `x.float()` that keep a float32 tensor's dtype: PyTorch
+    returns `x` itself (on the same device), so it is a view, no kernel. True when `spec` became one."""
+    from codegen.frontend.families import VIEW
+
+    node = spec.node
+    if node.op != "call_method" or node.target not in ("to", "float") or not node.args:
+        return False
+    value, out = classifier.value(node.args[0]), classifier.value(node)
+    if not (_is_f32(value) and _is_f32(out)) or tuple(value.shape) != tuple(out.shape):
+        return False
+    rest = [*node.args[1:], *(v for k, v in node.kwargs.items() if k in ("dtype", "device"))]
+    extra = set(node.kwargs) - {"dtype", "device", "non_blocking"}
+    if extra or node.kwargs.get("non_blocking") not in (None, False):
+        return False
+    for arg in rest:
+        if isinstance(arg, fx.Node):
+            is_device = arg.op == "call_function" and arg.target is getattr and arg.args[1:] == ("device",)
+            if not is_device:
+                return False
+        elif not (arg is torch.float32 or isinstance(arg, (str, torch.device))):
+            return False
+    spec.op, spec.family = "view", VIEW
+    return True
