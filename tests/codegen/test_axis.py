@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+from support.demotion import assert_demoted_program_matches
 from support.nvcc_build import NVCC, build_and_load
 
 from codegen.emit.assemble import Options, assemble
@@ -160,22 +160,6 @@ def test_softmax_with_a_saved_prologue_returns_the_saved_tensor() -> None:
     assert "saved = torch.empty(p_shape" in helper and "return saved, y" in helper, helper
 
 
-def _run_level(body: str, level: int) -> None:
-    """The program at demotion `level` (all groups) runs on the CPU only when level is 2."""
-    analysis = analyse(task(body))
-    levels = {s.group.id: level for s in analysis.steps if s.group is not None and s.group.covered}
-    program = assemble(analysis, Options(levels=levels))
-    namespace: dict[str, Any] = {}
-    exec(compile(PROBLEM.format(body=body), "<reference>", "exec"), namespace)
-    reference = namespace["Model"]()
-    exec(compile(program.source, "<program>", "exec"), namespace)
-    torch.manual_seed(0)
-    inputs = namespace["get_inputs"]()
-    expected = reference(*inputs)
-    got = namespace["ModelNew"]()(*inputs)
-    torch.testing.assert_close(got, expected)
-
-
 @pytest.mark.parametrize(
     "body",
     [
@@ -186,7 +170,7 @@ def _run_level(body: str, level: int) -> None:
     ],
 )
 def test_demoted_axis_groups_keep_their_absorbed_ops_in_graph_order(body: str) -> None:
-    _run_level(body, 2)
+    assert_demoted_program_matches(task(body), 2)
 
 
 def test_split_axis_groups_are_written() -> None:

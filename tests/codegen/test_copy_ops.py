@@ -8,16 +8,15 @@ the CPU, which checks that demotion re-emits the comparisons a masked fill absor
 from __future__ import annotations
 
 import ast
-import os
 import shutil
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from support.demotion import assert_demoted_program_matches
+from support.nvcc_build import NVCC, build_and_load
 
 from codegen.emit.assemble import Options, assemble
 from codegen.frontend.ops import COPY, ELEMENTWISE, OTHER
@@ -29,9 +28,6 @@ from tools.checks import static_findings, verdict
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
 FAMILIES = FIXTURES / "level2" / "31_Copy_Families.py"
 SUITE = Path(__file__).parents[2] / "evals" / "suite"
-NVCC = shutil.which("nvcc") or (
-    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
-)
 
 PROBLEM = """
 import torch
@@ -151,22 +147,6 @@ def test_a_one_sided_numeric_clamp_is_elementwise() -> None:
     assert spec.family == ELEMENTWISE, spec.reason
 
 
-def _run_level(body: str, level: int) -> None:
-    """The program at demotion `level` (all groups) on the CPU (level 2: every op as PyTorch)."""
-    analysis = analyse(task(body))
-    levels = {s.group.id: level for s in analysis.steps if s.group is not None and s.group.covered}
-    program = assemble(analysis, Options(levels=levels))
-    namespace: dict[str, Any] = {}
-    exec(compile(PROBLEM.format(body=body), "<reference>", "exec"), namespace)
-    reference = namespace["Model"]()
-    exec(compile(program.source, "<program>", "exec"), namespace)
-    torch.manual_seed(0)
-    inputs = namespace["get_inputs"]()
-    expected = reference(*inputs)
-    got = namespace["ModelNew"]()(*inputs)
-    torch.testing.assert_close(got, expected)
-
-
 @pytest.mark.parametrize(
     "body",
     [
@@ -176,7 +156,7 @@ def _run_level(body: str, level: int) -> None:
     ],
 )
 def test_demoted_groups_keep_absorbed_comparisons_in_graph_order(body: str) -> None:
-    _run_level(body, 2)
+    assert_demoted_program_matches(task(body), 2)
 
 
 def families_program() -> tuple[str, Any]:
@@ -227,34 +207,13 @@ def test_every_suite_copy_problem_is_fully_covered() -> None:
         assert "reference" not in kinds and OTHER not in kinds, (path.stem, plan.uncovered_ops)
 
 
-# Loads the program as KernelBench's harness does: the reference exec'd into a dict, then the program.
-RUNNER = r"""
-import sys
-context = {}
-exec(compile(open(sys.argv[2]).read(), "<string>", "exec"), context)
-exec(compile(open(sys.argv[1]).read(), "<string>", "exec"), context)
-print(sorted(n for n in dir(context["_ext"]) if n.startswith(("cat_", "stack_", "contiguous_", "clone_", "tril_", "triu_", "fill_"))))
-"""
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_every_copy_variant_builds_with_nvcc(tmp_path: Path) -> None:
     program = tmp_path / "copy_solution.py"
     program.write_text(families_program()[0])
-    cache = Path(tempfile.gettempdir()) / "stitchcuda-codegen-test-extensions"
-    cache.mkdir(exist_ok=True)
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(cache), MAX_JOBS="2")
-    env["PATH"] = f"{Path(str(NVCC)).parent}:{env.get('PATH', '')}"
-    proc = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(program), str(FAMILIES)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    launchers = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    prefixes = ("cat_", "stack_", "contiguous_", "clone_", "tril_", "triu_", "fill_")
+    launchers = [n for n in build_and_load(program, FAMILIES) if n.startswith(prefixes)]
     assert len(launchers) >= 9, launchers
 
 
@@ -297,7 +256,7 @@ def test_tensor_constants_are_folded_into_their_elementwise_users() -> None:
 
 
 def test_demoted_groups_recreate_folded_tensor_constants() -> None:
-    _run_level("torch.min(x, torch.tensor(0.25, device=x.device)) + y", 2)
+    assert_demoted_program_matches(task("torch.min(x, torch.tensor(0.25, device=x.device)) + y"), 2)
 
 
 # The kernels of templates/layout.cuh compiled as plain C++ with one loop per block and thread, so the

@@ -20,14 +20,7 @@ STITCH_SCAN_RESULTS=file (the table's rows as JSON lines).
 
 from __future__ import annotations
 
-import copy
-import json
-import os
-import runpy
-import subprocess
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +28,17 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # codegen and support/ when run as a script (--write)
+from support.family_gpu import (  # noqa: E402
+    load_case,
+    outputs,
+    relative_error,
+    run_family,
+    timing_fields,
+    write_family_programs,
+    write_main,
+)
+
 SUITE = REPO / "evals" / "suite"
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -120,10 +124,6 @@ def suite_problems() -> list[Path]:
 
 def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
     """Write every case's problem and program plus manifest.json; needs codegen (pydantic)."""
-    from codegen.emit.assemble import Options, assemble
-    from codegen.schedule.plan import analyse
-    from graph.artifacts import Task
-
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "variants.py").write_text(VARIANTS)
     (folder / "prologues.py").write_text(PROLOGUES)
@@ -131,83 +131,15 @@ def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
     activations = REPO / "tests" / "fixtures" / "problems" / "level1" / "40_Activations.py"
     problems += [("activations", activations, False)]  # the added elementwise activations' numerics
     problems += [(p.stem, p, True) for p in suite_problems()]
-    manifest: list[dict[str, Any]] = []
-    for label, path, timed in problems:
-        analysis = analyse(Task(name=path.stem, path=str(path), source=path.read_text()))
-        groups = [s.group.id for s in analysis.steps if s.group is not None and s.group.covered]
-        variants = [("", Options(arch=arch))]
-        if not timed:
-            variants += [(" graph", Options(arch=arch, cuda_graph=True))]
-            variants += [(" split", Options(arch=arch, levels={g: 1 for g in groups}))]
-        for suffix, options in variants:
-            program = assemble(analysis, options)
-            name = f"{path.stem}{suffix.replace(' ', '_')}_program.py"
-            (folder / name).write_text(program.source)
-            if path.parent != folder:
-                (folder / path.name).write_text(path.read_text())
-            manifest.append(
-                {
-                    "label": label + suffix,
-                    "problem": path.name,
-                    "program": name,
-                    "timed": timed,
-                    "templates": sorted(set(program.templates.values())),
-                    "uncovered": program.uncovered_ops,
-                }
-            )
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    return manifest
-
-
-def _leaves(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    return [t for v in value for t in _leaves(v)] if isinstance(value, (tuple, list)) else []
-
-
-def _relative_error(a: torch.Tensor, ref64: torch.Tensor) -> float:
-    diff = float((a.double() - ref64).norm())
-    scale = float(ref64.norm())
-    return diff / scale if scale > 0 else diff
-
-
-def _median_ms(model: Any, inputs: list[Any]) -> float:
-    times = []
-    with torch.no_grad():
-        for _ in range(3):
-            model(*inputs)
-        for _ in range(3):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(10):
-                model(*inputs)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 10)
-    return sorted(times)[1]
+    return write_family_programs(folder, problems, arch)
 
 
 def run_case(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Correctness (and for suite problems, speed) of one program; the program builds at import."""
     result: dict[str, Any] = {"label": entry["label"], "status": "passed", "message": ""}
-    ref_ns = runpy.run_path(str(folder / entry["problem"]))
-    ns = runpy.run_path(str(folder / entry["program"]))
-    init = ref_ns["get_init_inputs"]()
-    torch.manual_seed(42)
-    ref = ref_ns["Model"](*init).cuda()
-    torch.manual_seed(42)
-    new = ns["ModelNew"](*init).cuda()
-    ref64 = copy.deepcopy(ref).double()
-    torch.manual_seed(1)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref_ns["get_inputs"]()]
+    ref, new, ref64, inputs = load_case(entry, folder)
     worst = {"max_abs_err": 0.0, "norm_err": 0.0, "ref_norm_err": 0.0}
-    with torch.no_grad():
-        got, again, expected = new(*inputs), new(*inputs), ref(*inputs)
-        expected64 = ref64(
-            *[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        )
-    torch.cuda.synchronize()
-    rows = zip(_leaves(got), _leaves(again), _leaves(expected), _leaves(expected64), strict=True)
+    rows = outputs(ref, new, ref64, inputs)
     for i, (o, a, r, r64) in enumerate(rows):
         if o.shape != r.shape:
             return {
@@ -217,7 +149,7 @@ def run_case(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
             }
         worst["max_abs_err"] = max(worst["max_abs_err"], float((o - r).abs().max()))
         # Both errors against float64 first, so a miss says whose rounding it is.
-        ours, theirs = _relative_error(o, r64), _relative_error(r, r64)
+        ours, theirs = relative_error(o, r64), relative_error(r, r64)
         worst["norm_err"], worst["ref_norm_err"] = (
             max(worst["norm_err"], ours),
             max(worst["ref_norm_err"], theirs),
@@ -233,79 +165,16 @@ def run_case(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
                 "status": "imprecise",
                 "message": f"output {i}: {ours:.3g} vs {theirs:.3g}",
             }
-    del got, again, expected, expected64, ref64
+    del rows, ref64
     result.update(worst)
     if entry["timed"]:
-        result["ours_ms"], result["eager_ms"] = _median_ms(new, inputs), _median_ms(ref, inputs)
-        with torch.no_grad():
-            out_bytes = sum(t.numel() * t.element_size() for t in _leaves(new(*inputs)))
-        in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        result["ours_gbps"] = (in_bytes + out_bytes) / result["ours_ms"] / 1e6
+        result.update(timing_fields(ref, new, inputs))
     return result
 
 
-def _build(program: Path, env: dict[str, str]) -> tuple[str, str]:
-    code = f"import runpy; runpy.run_path({str(program)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
-    return program.name, "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1]
-
-
 def test_scan_programs_match_float64_and_time_against_eager() -> None:
-    ready = os.environ.get("STITCH_SCAN_PROGRAMS")
-    work = Path(tempfile.mkdtemp(prefix="stitch-scan-gpu-"))
-    folder = Path(ready) if ready else work / "programs"
-    manifest = json.loads((folder / "manifest.json").read_text()) if ready else write_programs(folder)
-    only = os.environ.get("STITCH_SCAN_ONLY", "")
-    manifest = [m for m in manifest if only in m["label"]]
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(work / "extensions"))
-    env = dict(os.environ, MAX_JOBS="4")
-    with ThreadPoolExecutor(int(os.environ.get("STITCH_SCAN_JOBS", "8"))) as pool:
-        builds = dict(pool.map(lambda m: _build(folder / m["program"], env), manifest))
-    torch.backends.cuda.matmul.allow_tf32 = False
-    results = []
-    for m in manifest:
-        error = builds.get(m["program"], "")
-        if error:
-            results.append({"label": m["label"], "status": "build_failed", "message": error[:200]})
-            continue
-        try:
-            results.append(run_case(m, folder))
-        except Exception as exc:  # one case's failure is its own row
-            results.append(
-                {"label": m["label"], "status": "error", "message": f"{type(exc).__name__}: {exc}"[:300]}
-            )
-        torch.cuda.empty_cache()
-    print(
-        f"\n{'case':42s} {'status':14s} {'max abs':>9s} {'norm err':>9s} {'ref err':>9s} {'ours ms':>8s} "
-        f"{'eager ms':>8s} {'GB/s':>6s}  message"
-    )
-    for r in results:
-
-        def f(key: str, fmt: str, r: dict[str, Any] = r) -> str:
-            return format(r[key], fmt) if key in r else "-"
-
-        print(
-            f"{r['label']:42s} {r['status']:14s} {f('max_abs_err', '9.2e'):>9s} {f('norm_err', '9.2e'):>9s} "
-            f"{f('ref_norm_err', '9.2e'):>9s} {f('ours_ms', '8.3f'):>8s} {f('eager_ms', '8.3f'):>8s} "
-            f"{f('ours_gbps', '6.0f'):>6s}  {r['message']}"
-        )
-    sink = os.environ.get("STITCH_SCAN_RESULTS")
-    if sink:
-        Path(sink).write_text("".join(json.dumps(r) + "\n" for r in results))
-    uncovered = [m["label"] for m in manifest if m["uncovered"]]
-    assert not uncovered, f"programs leaving ops to PyTorch: {uncovered}"
-    failed = [r for r in results if r["status"] != "passed"]
-    assert not failed, failed
+    run_family("SCAN", write_programs, run_case)
 
 
 if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--write", type=Path, required=True, help="CPU: write programs and manifest.json here"
-    )
-    args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
-    written = write_programs(args.write)
-    print(f"wrote {len(written)} programs to {args.write}")
+    write_main(__doc__, write_programs)

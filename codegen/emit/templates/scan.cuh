@@ -237,24 +237,6 @@ __global__ void stitch_scan_cols_kernel(Pro pro, Epi epi, const bool* mask, floa
   }
 }
 
-// Keep the default pool's memory between launches: the look-back scratch is allocated on every call.
-static inline void stitch_scan_keep_pool() {
-  static bool done[64] = {false};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    (void)cudaGetLastError();
-    return;
-  }
-  if (done[dev]) return;
-  done[dev] = true;
-  cudaMemPool_t pool;
-  if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
-    unsigned long long threshold = ~0ull;
-    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-  }
-  (void)cudaGetLastError();
-}
-
 template <int OP, bool REVERSE, class Pro, class Epi>
 static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, float* saved, float* y, int64_t outer,
                            int64_t n, int64_t inner, cudaStream_t stream) {
@@ -276,7 +258,7 @@ static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, flo
   if (tiles > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
   // Stream-ordered scratch (status words + the ticket counter), zeroed on the stream: capturable in a CUDA graph.
   const size_t bytes = (size_t)(tiles + 1) * sizeof(unsigned long long);
-  stitch_scan_keep_pool();
+  stitch_keep_async_pool();  // common.cuh: the look-back scratch is allocated on every call
   void* scratch = nullptr;
   cudaError_t err = cudaMallocAsync(&scratch, bytes, stream);
   if (err != cudaSuccess) return (int)err;
