@@ -191,7 +191,7 @@ def _run(
     input_bytes: list[int | None] = [None]
 
     def fail(stage: str, exc: BaseException) -> ProblemError | _MetaUnsupported:
-        if device.type == "meta" and _is_meta_unsupported(exc):
+        if device.type == "meta" and is_meta_unsupported(exc):
             return _MetaUnsupported(input_bytes[0])
         return ProblemError(
             f"{filename}: {stage} raised {type(exc).__name__}{error_line(exc, filename)}: {one_line(exc)}"
@@ -227,7 +227,7 @@ def _run(
     return init_json, inputs, _output_specs(result, filename)
 
 
-def _is_meta_unsupported(exc: BaseException) -> bool:
+def is_meta_unsupported(exc: BaseException) -> bool:
     """True for errors that say the meta device cannot run an op, not that the problem is wrong."""
     return isinstance(exc, NotImplementedError) or "meta" in str(exc).lower()
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
+import torch.fx as fx
 
 from codegen.emit.axis import write_axis
 from codegen.emit.chain import CodegenError
@@ -175,6 +176,8 @@ class _Forward:
 def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     traced, classifier = analysis.traced, analysis.classifier
     assert traced is not None and classifier is not None
+    if traced.state_writes and options.cuda_graph:  # a graph replay would skip the attribute stores
+        options = replace(options, cuda_graph=False)
     emitter = ForwardEmitter(traced.graph, analysis.source.forward_params, analysis.namespace)
     unit = CudaUnit()
     writer = GroupWriter(
@@ -187,6 +190,8 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         ):
             if isinstance(value, torch.Tensor):
                 body.append(f"_stitch_expect({emitter.names[node]}, {tuple(int(s) for s in value.shape)!r})")
+    for name, default in traced.defaults.items():
+        body.append(f"_stitch_expect_default({name}, {default!r}, {name!r})")
     fast = _Forward()
     fast_body = _write_body(realize(analysis.steps, options.levels), emitter, writer, fast)
     matched_levels = tf32_matched_levels(analysis.steps, options.levels)
@@ -200,9 +205,10 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         )
         body.append(f"    return self._stitch_forward_tf32({', '.join(analysis.source.forward_params)})")
     output = next(n for n in traced.graph.nodes if n.op == "output")
-    body += fast_body + [emitter.statement(output)]
+    ending = _return_statements(emitter, output, traced.state_writes)
+    body += fast_body + ending
     if matched_body is not None:
-        matched_body.append(emitter.statement(output))
+        matched_body += ending
     # The literals start with a newline; cuda.cu / main.cpp are exactly these strings, so compiler
     # line numbers index them directly.
     cuda_src = "" if unit.empty else "\n" + unit.cuda_source()
@@ -231,6 +237,16 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         launches=fast.launches,
         options=options,
     )
+
+
+def _return_statements(emitter: ForwardEmitter, output: fx.Node, state_writes: list[str]) -> list[str]:
+    """`return result`, after storing the attributes forward assigns (the graph returns their
+    final values after the result, codegen.frontend.capture)."""
+    if not state_writes:
+        return [emitter.statement(output)]
+    result, *states = cast(tuple[Any, ...], output.args[0])
+    stores = [f"self.{path} = {emitter.arg(node)}" for path, node in zip(state_writes, states, strict=True)]
+    return [*stores, f"return {emitter.arg(result)}"]
 
 
 def _write_body(steps: list[Step], emitter: ForwardEmitter, writer: GroupWriter, out: _Forward) -> list[str]:
@@ -323,6 +339,8 @@ def _program_text(
         names += ("_stitch_stream",)
     if concrete:
         names += ("_stitch_expect",)
+    if analysis.traced is not None and analysis.traced.defaults:
+        names += ("_stitch_expect_default",)
     if options.cuda_graph:
         names += GRAPH_HELPERS
     parts = ["\n".join(lines)]

@@ -139,7 +139,7 @@ def op_expr(op: str, args: list[str], params: dict[str, Any], constants: list[An
         return f"(stitch_clamp({a} + 3.0f, 0.0f, 6.0f) / 6.0f)"
     if op == "hardswish":
         return f"({a} * stitch_clamp({a} + 3.0f, 0.0f, 6.0f) / 6.0f)"
-    if len(args) != 2 and op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
+    if len(args) != 2 and op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "xlogy"):
         raise ExprError(f"{op} needs two operands")
     if op in ("add", "sub"):
         b = args[1]
@@ -157,6 +157,9 @@ def op_expr(op: str, args: list[str], params: dict[str, Any], constants: list[An
         return f"stitch_max({a}, {args[1]})"
     if op == "minimum":
         return f"stitch_min({a}, {args[1]})"
+    if op == "xlogy":  # PyTorch's: NaN if y is NaN, else 0 where x == 0, else x * log(y)
+        b = args[1]
+        return f"(isnan({b}) ? NAN : ({a} == 0.0f ? 0.0f : {a} * logf({b})))"
     if op == "masked_fill_cmp":  # x, a, b: a <cmp> b ? value : x (frontend/mask_ops.py)
         cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[params["cmp"]]
         return f"(({args[1]} {cmp} {args[2]}) ? {_param(params, 'value')} : {a})"

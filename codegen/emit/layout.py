@@ -3,7 +3,8 @@
 - cat / stack: the parts (made contiguous, a no-op for the usual producer outputs) are viewed as
   [outer, size_p, inner] blocks around the joined dim; one launch writes each into its slice;
 - contiguous / clone / tril / triu: a strided gather that reads the input through its own sizes and
-  strides, so a permuted or sliced view is copied in one pass. `contiguous()` of a tensor that is
+  strides, so a permuted or sliced view is copied in one pass; a reshape that PyTorch could only
+  make with a copy is the same gather, written into the new shape. `contiguous()` of a tensor that is
   already contiguous returns that tensor, as PyTorch does (no copy, nothing can observe the alias
   that the reference would not have made too); `clone()` always copies;
 - zeros_like / ones_like / full_like: a fill of the input's shape.
@@ -112,12 +113,17 @@ def _concat(helper: Helper, args: dict, epi: str, epi_init: str) -> list[Piece]:
 
 
 def _gather(helper: Helper, args: dict, epi: str, epi_init: str, alias: bool) -> Piece:
+    """A strided gather of the input; a copying reshape (`args['shape']`) writes the gathered
+    elements, in the input's row-major order, into a tensor of the new shape."""
     mode = args["mode"]
+    shape = args.get("shape")
+    out = repr(tuple(shape)) if shape is not None else "tuple(x.shape)"
+    same = "x" if shape is None else f"x.view({out})"
     helper.lines += [
         f"x = {helper.ref(args['input'])}",
-        "y = x if x.is_contiguous() else torch.empty(tuple(x.shape), device=x.device, dtype=torch.float32)"
+        f"y = {same} if x.is_contiguous() else torch.empty({out}, device=x.device, dtype=torch.float32)"
         if mode == "contiguous" and alias
-        else "y = torch.empty(tuple(x.shape), device=x.device, dtype=torch.float32)",
+        else f"y = torch.empty({out}, device=x.device, dtype=torch.float32)",
     ]
     if mode in ("contiguous", "clone"):  # merge dims contiguous with each other: fewer divisions
         helper.lines += [

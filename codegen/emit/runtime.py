@@ -86,6 +86,12 @@ def _stitch_expect(t: torch.Tensor, shape: tuple[int, ...]) -> None:
         raise ValueError(f"this program was specialised to input shape {shape}, got {tuple(t.shape)}")
 
 
+def _stitch_expect_default(value: object, default: object, name: str) -> None:
+    """A parameter get_inputs() leaves out was traced at its default; another value is a caller error."""
+    if value is not default and value != default:
+        raise ValueError(f"this program was traced with {name}={default!r}, got {value!r}")
+
+
 def _stitch_same_shape(t: torch.Tensor, shape: tuple[int, ...]) -> None:
     """Full-shape operands were planned from the traced shapes; a mismatch is a caller error."""
     if tuple(t.shape) != tuple(shape):

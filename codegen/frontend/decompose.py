@@ -1,9 +1,11 @@
-"""Attention spelled as the operators our templates cover, substituted while the tracer records.
+"""Calls written out as the operators our templates cover, substituted while the tracer records.
 
 Why: `nn.MultiheadAttention` and `F.scaled_dot_product_attention` would otherwise be one opaque
 node each (a module call, a library function), left to PyTorch. Written out as projections
 (cuBLASLt GEMMs), `q @ k^T * scale` (a GEMM whose alpha takes the scale), masking, a row softmax
 (our fused kernel) and `p @ v`, every piece is an operator the fusion planner already generates.
+Norms and losses (decompose_losses.py), einsum and unfold (decompose_layout.py) are written out the
+same way; the tables at the end say what the tracer substitutes.
 
 Each decomposition is called with fx proxies, so what it computes is recorded node by node. It
 returns NotImplemented for variants it does not write out (dropout in training, bias_k/bias_v,
@@ -22,6 +24,10 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from codegen.frontend.decompose_layout import LAYOUT_FUNCTIONS, LAYOUT_METHODS
+from codegen.frontend.decompose_losses import LOSS_FUNCTIONS, LOSS_METHODS, LOSS_MODULES
+from codegen.frontend.trace_values import dtype_of, rank_of, shape_of
+
 
 def _attend(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, scale: float) -> tuple[Any, Any]:
     """softmax(q @ k^T * scale + mask) @ v over the last two dims; returns (context, weights)."""
@@ -38,28 +44,6 @@ def _attend(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, scale: float) ->
     return torch.matmul(weights, v), weights
 
 
-def _meta(tracer: fx.Tracer, value: Any) -> torch.Tensor | None:
-    """The meta tensor a proxy stands for (the capture tracer records them in `values`)."""
-    meta = getattr(tracer, "values", {}).get(value.node) if isinstance(value, fx.Proxy) else value
-    return meta if isinstance(meta, torch.Tensor) else None
-
-
-def _dtype_of(tracer: fx.Tracer, value: Any) -> torch.dtype | None:
-    meta = _meta(tracer, value)
-    return None if meta is None else meta.dtype
-
-
-def _rank(tracer: fx.Tracer, value: Any) -> int:
-    meta = _meta(tracer, value)
-    return -1 if meta is None else meta.dim()
-
-
-def _shape(tracer: fx.Tracer, value: Any) -> tuple[int, ...]:
-    meta = _meta(tracer, value)
-    assert meta is not None, "callers check the rank first"
-    return tuple(int(s) for s in meta.shape)
-
-
 def sdpa(
     tracer: fx.Tracer,
     query: Any,
@@ -72,14 +56,14 @@ def sdpa(
     enable_gqa: bool = False,
 ) -> Any:
     """`F.scaled_dot_product_attention` without dropout or grouped-query heads."""
-    if dropout_p != 0.0 or enable_gqa or not isinstance(is_causal, bool) or _rank(tracer, query) < 2:
+    if dropout_p != 0.0 or enable_gqa or not isinstance(is_causal, bool) or rank_of(tracer, query) < 2:
         return NotImplemented
     if scale is not None and not isinstance(scale, (int, float)):
         return NotImplemented
     if is_causal and attn_mask is not None:
         return NotImplemented  # PyTorch rejects this combination; let it say so
-    factor = float(scale) if scale is not None else 1.0 / math.sqrt(_shape(tracer, query)[-1])
-    if attn_mask is not None and _dtype_of(tracer, attn_mask) is None:
+    factor = float(scale) if scale is not None else 1.0 / math.sqrt(shape_of(tracer, query)[-1])
+    if attn_mask is not None and dtype_of(tracer, attn_mask) is None:
         return NotImplemented
     return _attend(query, key, value, attn_mask, is_causal, factor)[0]
 
@@ -105,12 +89,12 @@ def multihead_attention(tracer: fx.Tracer, module: nn.MultiheadAttention, *args:
         return NotImplemented
     query, key, value = bound["query"], bound["key"], bound["value"]
     blocked = module.bias_k is not None or module.add_zero_attn or (module.training and module.dropout > 0)
-    if blocked or any(_rank(tracer, t) != 3 for t in (query, key, value)):
+    if blocked or any(rank_of(tracer, t) != 3 for t in (query, key, value)):
         return NotImplemented
     if not isinstance(bound["is_causal"], bool) or not isinstance(bound["need_weights"], bool):
         return NotImplemented
     mask = bound["attn_mask"]
-    if mask is not None and (_dtype_of(tracer, mask) is None or _rank(tracer, mask) != 2):
+    if mask is not None and (dtype_of(tracer, mask) is None or rank_of(tracer, mask) != 2):
         return NotImplemented  # 3-D per-head masks are left to PyTorch
     is_causal = bound["is_causal"] and mask is None
     embed, heads = module.embed_dim, module.num_heads
@@ -137,7 +121,7 @@ def multihead_attention(tracer: fx.Tracer, module: nn.MultiheadAttention, *args:
         shaped = t.view(*((batch, seq) if module.batch_first else (seq, batch)), heads, head_dim)
         return shaped.transpose(1, 2) if module.batch_first else shaped.permute(1, 2, 0, 3)
 
-    shape_q, shape_k = _shape(tracer, query), _shape(tracer, key)
+    shape_q, shape_k = shape_of(tracer, query), shape_of(tracer, key)
     batch, seq_q, seq_k = shape_q[batch_dim], shape_q[seq_dim], shape_k[seq_dim]
     context, attn = _attend(
         heads_of(q, seq_q, batch),
@@ -157,5 +141,14 @@ def multihead_attention(tracer: fx.Tracer, module: nn.MultiheadAttention, *args:
     return out, attn.mean(dim=1) if bound["average_attn_weights"] else attn
 
 
-FUNCTION_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {F.scaled_dot_product_attention: sdpa}
-MODULE_DECOMPOSITIONS: dict[type, Callable[..., Any]] = {nn.MultiheadAttention: multihead_attention}
+# What the capture tracer writes out, by function, by Tensor method name and by module type.
+FUNCTION_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
+    F.scaled_dot_product_attention: sdpa,
+    **LOSS_FUNCTIONS,
+    **LAYOUT_FUNCTIONS,
+}
+METHOD_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {**LOSS_METHODS, **LAYOUT_METHODS}
+MODULE_DECOMPOSITIONS: dict[type, Callable[..., Any]] = {
+    nn.MultiheadAttention: multihead_attention,
+    **LOSS_MODULES,
+}

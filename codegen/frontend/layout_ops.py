@@ -142,6 +142,32 @@ def _fill(classifier: Classifier, spec: OpSpec, x: Any) -> None:
     spec.args = {"input": x, "mode": "fill", "value": float(value)}
 
 
+_RESHAPES = frozenset({"reshape", "flatten", "reshape_as"})
+
+
+def copying_reshape(classifier: Classifier, spec: OpSpec) -> bool:
+    """A reshape PyTorch can only make with a copy (`x.transpose(1, 2).reshape(b, n, c)`, a ViT's
+    unfolded patches): our strided gather makes that copy, written straight in the new shape (the
+    element order is the input's row-major order either way). True when `spec` became one; a reshape
+    that is a view stays a view."""
+    node = spec.node
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if name not in _RESHAPES or node.op not in ("call_method", "call_function"):
+        return False
+    x = _input(node)
+    value, out = classifier.value(x), classifier.value(node)
+    if not (_is_f32(value) and _is_f32(out)) or value.dim() > MAX_DIMS:
+        return False
+    try:
+        value.view(out.shape)
+        return False  # viewable: PyTorch copies nothing
+    except RuntimeError:
+        pass
+    spec.op, spec.family = "reshape", COPY
+    spec.args = {"input": x, "mode": "contiguous", "shape": tuple(int(s) for s in out.shape)}
+    return True
+
+
 def noop_conversion(classifier: Classifier, spec: OpSpec) -> bool:
     """`x.to(device)` / `x.to(torch.float32)` / `x.float()` that keep a float32 tensor's dtype: PyTorch
     returns `x` itself (on the same device), so it is a view, no kernel. True when `spec` became one."""

@@ -44,7 +44,7 @@ from codegen.frontend.families import SCALAR as SCALAR
 from codegen.frontend.families import SOFTMAX as SOFTMAX
 from codegen.frontend.families import VIEW as VIEW
 from codegen.frontend.layout_ops import COPY as COPY  # re-exported with the other family names
-from codegen.frontend.layout_ops import COPY_OPS, classify_copy, noop_conversion
+from codegen.frontend.layout_ops import COPY_OPS, classify_copy, copying_reshape, noop_conversion
 from codegen.frontend.mask_ops import COMPARE_OPS, MASK_OPS, absorbed_comparison, classify_mask, tensor_clamp
 from codegen.frontend.norm_ops import NORM as NORM
 from codegen.frontend.norm_ops import NORM_OPS, classify_norm
@@ -118,7 +118,8 @@ class Classifier:
         op = self._canonical(node)
         spec = OpSpec(node, op, OTHER, text)
         if op == "view" or (node.op == "call_function" and node.target in (operator.getitem, getattr)):
-            spec.op, spec.family = "view", VIEW
+            if not copying_reshape(self, spec):
+                spec.op, spec.family = "view", VIEW
             return spec
         if op == "clamp" and tensor_clamp(self, spec):
             return spec
@@ -489,7 +490,7 @@ def _elementwise_operands(op: str, bound: dict[str, Any]) -> tuple[list[Any] | N
             return None, {"reason": f"{op} with a non-constant alpha"}
         params["alpha"] = alpha
         return [x, bound.get("other")], params
-    if op in ("mul", "maximum", "minimum"):
+    if op in ("mul", "maximum", "minimum", "xlogy"):
         return [x, bound.get("other")], params
     if op == "div":
         if bound.get("rounding_mode") is not None:

@@ -75,6 +75,7 @@ FUNCTIONS: dict[int, str] = _collect(
         ("pow", [operator.pow, torch.pow]),
         ("maximum", [torch.maximum]),
         ("minimum", [torch.minimum]),
+        ("xlogy", [torch.xlogy, torch.special.xlogy]),
         ("dropout", [F.dropout, torch.dropout]),
         ("linear", [F.linear, _maybe(torch._C._nn, "linear")]),
         ("matmul", [torch.matmul, operator.matmul]),
@@ -131,7 +132,7 @@ METHOD_ALIASES = {
 ELEMENTWISE_METHODS = frozenset(
     {"relu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf", "sin", "cos"}
     | {"reciprocal", "square", "log1p", "expm1", "clamp", "add", "sub", "mul", "div", "pow"}
-    | {"maximum", "minimum"}
+    | {"maximum", "minimum", "xlogy"}
 )
 VIEW_METHODS = frozenset(
     {"view", "reshape", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten", "expand"}
@@ -176,7 +177,7 @@ ELEMENTWISE_OPS = frozenset(
     {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf"}
     | {"sin", "cos", "reciprocal", "square", "log1p", "expm1", "clamp", "hardtanh", "relu6"}
     | {"leaky_relu", "elu", "softplus", "mish", "hardswish", "hardsigmoid", "add", "sub", "mul"}
-    | {"div", "pow", "maximum", "minimum", "identity", "dropout"}
+    | {"div", "pow", "maximum", "minimum", "xlogy", "identity", "dropout"}
     | act.ACTIVATION_OPS
 )
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod"})
@@ -203,6 +204,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "pow": ("input", "exponent"),
     "maximum": ("input", "other"),
     "minimum": ("input", "other"),
+    "xlogy": ("input", "other"),
     "dropout": ("input", "p", "training", "inplace"),
     "linear": ("input", "weight", "bias"),
     "matmul": ("input", "other"),

@@ -340,7 +340,7 @@ class FusionPlanner:
         members = set(group.members)
         operand_nodes = [o for o in spec.args["operands"] if isinstance(o, fx.Node)]
         inside = [o for o in operand_nodes if o in members]
-        if not inside:
+        if not inside and not self._side_op(group, operand_nodes):
             return False
         if group.kind in (*ROW_FAMILIES, POOL, COPY) and (
             len(tail.users) != 1 or any(o is not tail for o in inside)
@@ -348,6 +348,15 @@ class FusionPlanner:
             return False
         count = len({id(o) for o in self._group_tensor_operands(group)} | {id(o) for o in operand_nodes})
         return count <= MAX_TENSOR_OPERANDS
+
+    def _side_op(self, group: Group, operand_nodes: list[fx.Node]) -> bool:
+        """An elementwise op of the group's shape that reads only forward inputs and parameters
+        (`xlogy(t, t)` beside `t * log(p)` in a KL divergence) joins an elementwise group: its operands
+        exist wherever the group's kernel runs, and the ops after it may then use it in registers."""
+        if group.kind != ELEMENTWISE or not operand_nodes:
+            return False
+        families = [self.by_node[o].family if o in self.by_node else None for o in operand_nodes]
+        return all(f in (INPUT, ATTR) for f in families)
 
     def _group_tensor_operands(self, group: Group) -> list[Any]:
         members = set(group.members)

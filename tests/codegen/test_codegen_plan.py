@@ -180,7 +180,16 @@ SUITE_KINDS = {
     "level3/1_MLP": ["gemm"] * 4,
     "level3/2_CNNStage": ["conv", "batch_norm", "conv", "batch_norm", "pool"],
     "level3/3_ResidualBlock": ["conv", "batch_norm", "conv", "batch_norm"],
-    "level3/4_AttentionBlock": ["gemm", "gemm", "gemm", "gemm", "softmax", "gemm", "gemm"],
+    "level3/4_AttentionBlock": [
+        "gemm",
+        "gemm",
+        "gemm",
+        "gemm",
+        "softmax",
+        "gemm",
+        "copy",
+        "gemm",
+    ],  # head merge
     "level3/5_RecurrentLoop": ["gemm"] * 256 + ["copy"],  # the stack: two launches of our concat
     "level3/6_TransformerMLP": ["layer_norm", "gemm", "gemm"],
 }

@@ -99,7 +99,8 @@ def test_modelnew_has_the_reference_parameters_in_order(fixture: str) -> None:
 
 @pytest.mark.parametrize("fixture", ALL)
 def test_all_pytorch_program_matches_the_reference_on_cpu(fixture: str) -> None:
-    """With every group demoted to PyTorch, the regenerated forward must be the reference's."""
+    """With every group demoted to PyTorch, the regenerated forward must be the reference's: exactly,
+    or within float32 rounding where the tracer wrote a call out as its formula (decompose.py)."""
     task = task_for(fixture)
     analysis = analyse(task)
     program = assemble(analysis, Options(levels={g.id: 2 for g in analysis.groups}))
@@ -116,7 +117,9 @@ def test_all_pytorch_program_matches_the_reference_on_cpu(fixture: str) -> None:
     inputs = problem.get_inputs()
     with torch.no_grad():
         expected, got = reference(*inputs), candidate(*inputs)
-    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert analysis.traced is not None
+    tolerance = 2e-6 if analysis.traced.decomposed else 0.0
+    torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
 
 
 def test_every_covered_group_has_a_marker_and_a_helper() -> None:

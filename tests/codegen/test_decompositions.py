@@ -1,0 +1,218 @@
+"""Calls the tracer writes out (norms, losses, einsum, unfold), reshapes that copy, and the capture of
+forwards that keep state, leave parameters at their defaults or branch on metadata (issue 19, points
+2 and 4). Numerics are checked on the CPU: the traced graph in float64 against the reference, and
+the regenerated program (every group as PyTorch) against the reference call after call."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import FIXTURES
+
+from codegen.emit.assemble import Options, assemble
+from codegen.frontend.capture import trace_problem
+from codegen.policy import OfflinePolicy
+from codegen.schedule.plan import analyse
+from graph.artifacts import Plan, Task
+from tools.problem import exec_problem_source
+
+DECOMPOSED = FIXTURES / "problems" / "level2" / "33_Decomposed_Ops.py"
+STATEFUL = FIXTURES / "problems" / "level3" / "7_Stateful_Cell.py"
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def task_of(path: Path) -> Task:
+    return Task(name=path.stem, path=str(path), source=path.read_text())
+
+
+def plan_of(body: str) -> Plan:
+    source = HEADER + textwrap.dedent(body)
+    return OfflinePolicy().plan(Task(name="decomposed", path="<memory>", source=source), None)
+
+
+def all_pytorch_model(task: Task) -> Any:
+    """ModelNew of the program with every group demoted to PyTorch (no build), built after seed 42."""
+    analysis = analyse(task)
+    program = assemble(analysis, Options(levels={g.id: 2 for g in analysis.groups}))
+    namespace: dict[str, Any] = {}
+    exec(compile(program.source, "<program>", "exec"), namespace)
+    problem = exec_problem_source(task.source, task.name)
+    torch.manual_seed(42)
+    return namespace["ModelNew"](*problem.get_init_inputs())
+
+
+def reference_model(task: Task) -> Any:
+    problem = exec_problem_source(task.source, task.name)
+    torch.manual_seed(42)
+    return problem.Model(*problem.get_init_inputs()), problem
+
+
+def test_every_written_out_call_matches_pytorch_in_float64() -> None:
+    task = task_of(DECOMPOSED)
+    _, traced = trace_problem(task.source, task.name)
+    assert traced.decomposed
+    graph_module = torch.fx.GraphModule(traced.root, traced.graph).to_empty(device="cpu")
+    reference, problem = reference_model(task)
+    torch.manual_seed(3)
+    inputs = [t.double() for t in problem.get_inputs()]
+    expected, got = reference(*inputs), graph_module(*inputs)
+    assert len(got) == len(expected) == 20
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have.shape == want.shape, index
+        torch.testing.assert_close(have, want, rtol=1e-12, atol=1e-12, msg=f"output {index}")
+
+
+def test_written_out_calls_leave_nothing_to_pytorch() -> None:
+    plan = OfflinePolicy().plan(task_of(DECOMPOSED), None)
+    assert plan.traced and plan.uncovered_ops == []
+    covered = set(plan.covered_ops)
+    assert {"sqrt", "sum", "xlogy", "log_softmax", "matmul", "bmm", "reshape"} <= covered
+    for name in ("norm", "einsum", "unfold", "kl_div", "smooth_l1_loss", "tripletmarginloss", "huberloss"):
+        assert name not in covered
+    kinds = [g.kind for g in plan.groups]
+    assert kinds.count("gemm") == 4 and "copy" in kinds  # one GEMM per einsum; reshapes gathered
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        ("F.cross_entropy(x, t)", "cross_entropy"),  # class-index targets
+        ("x.unfold(1, 4, 2)", "unfold"),  # overlapping windows
+        ("torch.einsum('ii->i', x[:, :8])", "einsum"),  # a diagonal
+        ("torch.norm(x[:, :8], p='nuc')", "norm"),  # a matrix norm
+        ("F.smooth_l1_loss(x, x * 2, size_average=True)", "smooth_l1_loss"),  # legacy argument
+    ],
+)
+def test_variants_not_written_out_stay_one_named_call(call: str, name: str) -> None:
+    plan = plan_of(
+        f"""
+        class Model(nn.Module):
+            def forward(self, x, t):
+                return {call}
+
+
+        def get_inputs():
+            return [torch.rand(8, 16), torch.randint(0, 16, (8,))]
+
+
+        def get_init_inputs():
+            return []
+        """
+    )
+    assert plan.traced and plan.uncovered_ops == [name]
+
+
+def test_a_reshape_that_copies_is_our_gather_and_one_that_views_stays_a_view() -> None:
+    plan = plan_of(
+        """
+        class Model(nn.Module):
+            def forward(self, x):
+                merged = x.transpose(1, 2).reshape(x.shape[0], -1)  # not viewable: a copy
+                flat = x.reshape(x.shape[0], -1)  # contiguous: a view
+                return merged * 2.0, flat + 1.0
+
+
+        def get_inputs():
+            return [torch.rand(4, 6, 10)]
+
+
+        def get_init_inputs():
+            return []
+        """
+    )
+    assert plan.uncovered_ops == []
+    copies = [g for g in plan.groups if g.kind == "copy"]
+    assert len(copies) == 1 and "reshape" in copies[0].nodes
+    assert "reshape" in plan.covered_ops
+
+
+def test_a_stateful_cell_regenerates_its_state_call_after_call() -> None:
+    """Attribute writes (`self.hidden = ...`), an in-place copy into the attribute, a device check,
+    a constant made with torch.tensor, defaulted parameters, a constructor meta cannot run."""
+    task = task_of(STATEFUL)
+    plan = OfflinePolicy().plan(task, None)
+    assert plan.traced and plan.uncovered_ops == []
+    reference, problem = reference_model(task)
+    candidate = all_pytorch_model(task)
+    for step in range(3):
+        torch.manual_seed(10 + step)
+        x, h0 = problem.get_inputs()
+        with torch.no_grad():
+            want = reference(x, h0.clone())
+            got = candidate(x, h0.clone())
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        torch.testing.assert_close(candidate.hidden, reference.hidden, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="traced with mask=None"):
+        candidate(x, h0, torch.ones(1))
+
+
+def test_state_writes_turn_off_the_cuda_graph_replay() -> None:
+    analysis = analyse(task_of(STATEFUL))
+    program = assemble(analysis, Options(cuda_graph=True))
+    assert "_StitchGraphRunner()" not in program.source and "self.hidden = " in program.source
+
+
+INPLACE = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(8, 16))
+
+    def forward(self, x):
+        t = x * 2.0
+        t.add_(1.0)
+        u = t + 1.0
+        t.mul_(3.0)
+        self.total.add_(u)
+        return u, t, self.total * 1.0
+
+
+def get_inputs():
+    return [torch.rand(8, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_in_place_updates_are_read_by_the_ops_that_follow_them(tmp_path: Path) -> None:
+    path = tmp_path / "inplace.py"
+    path.write_text(HEADER + INPLACE)
+    task = task_of(path)
+    _, traced = trace_problem(task.source, task.name)
+    assert traced.state_writes == ["total"]
+    assert OfflinePolicy().plan(task, None).uncovered_ops == []
+    reference, problem = reference_model(task)
+    candidate = all_pytorch_model(task)
+    for _ in range(2):
+        x = problem.get_inputs()[0]
+        with torch.no_grad():
+            for want, got in zip(reference(x), candidate(x), strict=True):
+                torch.testing.assert_close(got, want, rtol=0, atol=0)
+        torch.testing.assert_close(candidate.total, reference.total, rtol=0, atol=0)
+
+
+def test_an_optional_parameter_at_its_default_is_traced_and_checked() -> None:
+    plan = plan_of(
+        """
+        class Model(nn.Module):
+            def forward(self, x, mask=None, scale=1.5):
+                if mask is not None:
+                    x = x * mask
+                return torch.relu(x) * scale
+
+
+        def get_inputs():
+            return [torch.rand(4, 8)]
+
+
+        def get_init_inputs():
+            return []
+        """
+    )
+    assert plan.traced and plan.uncovered_ops == []
