@@ -313,3 +313,169 @@ def test_a_profilers_child_can_start_cuda_and_use_a_private_tmp(backend: str, tm
     assert seen["run_dir"] == "written" and inside.read_text() == "y", seen  # its own tree stays bound in
     assert seen["/proc/sys/kernel/hostname"].startswith("refused"), seen  # /proc's global files stay shut
     assert seen["/proc/sysrq-trigger"].startswith("refused"), seen
+
+
+LEAVES_ITS_GROUP = r"""
+import os, time
+if os.fork() == 0:
+    os.setpgrp()  # out of the child's process group: a kill of that group misses it
+    for _ in range(300):
+        with open("beat.txt", "a") as handle:
+            handle.write("x")
+        time.sleep(0.1)
+    os._exit(0)
+time.sleep(0.5)
+"""
+
+
+@pytest.mark.parametrize("backend", backends(), indirect=True)
+def test_a_process_that_leaves_the_group_dies_with_the_run(backend: str, tmp_path: Path) -> None:
+    # Without a private PID namespace (unshare, none: the H200's backend is unshare) a process that
+    # moved to its own group outlived the callers' kill_group and the wall-time limit (measured: it
+    # kept writing after the run on both); the sandbox now kills the run's whole session at its end.
+    from tools.process import wait_then_kill_group
+
+    root = tmp_path / "run"
+    root.mkdir()
+    with Sandbox(root, SandboxSettings.resolve("auto", device="cpu", timeout_s=60)) as box:
+        proc = box.popen([sys.executable, "-c", LEAVES_ITS_GROUP], cwd=root, stderr=subprocess.PIPE)
+        wait_then_kill_group(proc, 30)
+        assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
+    beats = root / "beat.txt"
+    assert beats.exists()
+    size = beats.stat().st_size
+    time.sleep(0.6)
+    assert beats.stat().st_size == size, "a process of the run is still writing after its end"
+    record = box.annotate({})["sandbox"]
+    if backend != "bwrap":  # bubblewrap's PID namespace died with its first process already
+        assert record["killed_at_end"] >= 1, record
+
+
+FORK_CHAIN_LEAVING_SESSIONS = r"""
+import os, time
+for depth in range(40):
+    try:
+        if os.fork() != 0:
+            break
+        os.setsid()  # allowed under a profiler: a count by session would see one process per session
+    except OSError:
+        break
+time.sleep(20)
+"""
+
+
+@pytest.mark.parametrize("backend", [b for b in backends() if b != "none"], indirect=True)
+def test_a_profiled_fork_chain_that_leaves_its_sessions_is_still_counted(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not namespaces.own_proc(namespaces.detect(), tool=True):
+        pytest.skip("no private PID namespace for profiler runs here")
+    monkeypatch.setenv("STITCHCUDA_SANDBOX_PROCESSES", "16")
+    root = tmp_path / "run"
+    root.mkdir()
+    started = time.monotonic()
+    settings = SandboxSettings.resolve("auto", device="cpu", timeout_s=60)
+    with Sandbox(root, settings, profile="tool") as box:
+        proc = box.popen(
+            [sys.executable, "-c", FORK_CHAIN_LEAVING_SESSIONS], cwd=root, stderr=subprocess.DEVNULL
+        )
+        proc.wait(timeout=60)
+    response = box.annotate({})
+    assert time.monotonic() - started < 15  # stopped at the cap, not after the chain's 20 s sleep
+    assert any(
+        f["evidence"].startswith("processes: ") and "cap of 16" in f["evidence"] for f in response["findings"]
+    ), response.get("findings")
+    assert response["sandbox"]["stopped"]
+
+
+LIMITS_PROBE = r"""
+import json, resource
+out = {name: resource.getrlimit(getattr(resource, name))[0]
+       for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE", "RLIMIT_NPROC")}
+try:
+    block = bytearray(3 << 30)
+    out["allocation"] = "3 GiB allocated"
+except MemoryError:
+    out["allocation"] = "MemoryError"
+handles = []
+try:
+    for _ in range(200):
+        handles.append(open("/dev/null"))
+    out["open_files"] = "200 opened"
+except OSError as exc:
+    out["open_files"] = f"refused at {len(handles)}: {exc.errno}"
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", backends(), indirect=True)
+def test_the_rlimits_hold_inside(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import resource
+
+    monkeypatch.setenv("STITCHCUDA_SANDBOX_MEMORY_GB", "2")
+    monkeypatch.setenv("STITCHCUDA_SANDBOX_OPEN_FILES", "64")
+    monkeypatch.setenv("STITCHCUDA_SANDBOX_FILE_MB", "4")
+    settings = SandboxSettings.resolve("auto", device="cpu", timeout_s=30)
+    with Sandbox(tmp_path, settings) as box:
+        proc = box.popen([sys.executable, "-c", LIMITS_PROBE], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)  # fmt: skip
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    assert seen["RLIMIT_AS"] == 2 << 30 and seen["allocation"] == "MemoryError", seen
+    assert seen["RLIMIT_NOFILE"] == 64 and seen["open_files"].endswith(f": {errno.EMFILE}"), seen
+    assert seen["RLIMIT_FSIZE"] == 4 << 20 and seen["RLIMIT_CORE"] == 0, seen
+    assert seen["RLIMIT_CPU"] == settings.limits.cpu_s, seen
+    if os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the seccomp count holds processes there
+        assert seen["RLIMIT_NPROC"] != resource.RLIM_INFINITY, seen
+    applied = box.annotate({})["sandbox"]["applied"]["limits"]
+    assert applied["address_space"] == 2 << 30 and applied["open_files"] == 64, applied
+
+
+def test_the_cpu_time_limit_ends_a_spinning_process(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    settings = SandboxSettings.resolve("auto", device="cpu", timeout_s=30)
+    settings = replace(settings, limits=replace(settings.limits, cpu_s=1))
+    with Sandbox(tmp_path, settings) as box:
+        proc = box.popen([sys.executable, "-c", "while True: pass"], cwd=tmp_path)
+        assert proc.wait(timeout=60) == -signal.SIGXCPU
+
+
+FILLS_A_WRITABLE_TREE = r"""
+import os, sys, time
+chunk = os.urandom(1 << 20)
+for index in range(256):
+    with open(os.path.join(sys.argv[1], f"fill_{index}.bin"), "wb") as handle:
+        handle.write(chunk)
+time.sleep(60)
+"""
+
+
+def test_the_disk_reserve_covers_every_writable_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The quota holds the run's own directory; a tree it may also write (a build cache, an extra
+    # tree) is held by the disk's reserve, on whatever filesystem it lives. The disk is simulated: a
+    # 64 MiB filesystem that holds only `extra`, with a 16 MiB reserve.
+    from tools.sandbox import supervisor
+
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    real_free = supervisor._free
+    monkeypatch.setattr(supervisor, "DISK_RESERVE", 16 << 20)
+    monkeypatch.setattr(
+        supervisor, "_free",
+        lambda path: (64 << 20) - supervisor.disk_usage(extra) if Path(path) == extra else real_free(path),
+    )  # fmt: skip
+    root = tmp_path / "run"
+    root.mkdir()
+    started = time.monotonic()
+    with Sandbox(root, SandboxSettings.resolve("auto", device="cpu", timeout_s=60), writable=[extra]) as box:
+        proc = box.popen([sys.executable, "-c", FILLS_A_WRITABLE_TREE, str(extra)], cwd=root,
+                         stderr=subprocess.DEVNULL)  # fmt: skip
+        proc.wait(timeout=60)
+    response = box.annotate({})
+    assert time.monotonic() - started < 30
+    assert any(f["evidence"].startswith(f"disk: free space on {extra} fell") for f in response["findings"]), (
+        response.get("findings")
+    )

@@ -15,6 +15,7 @@ import pytest
 from conftest import FIXTURES, REPO
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
+from support.llm_answers import SCALE_RELU_PLAN
 from support.llm_stub_server import Reply, StubServer
 from support.scripted_policy import CORRECT_CPP
 from test_sandbox_escapes import Listener
@@ -23,16 +24,6 @@ from graph.build import builder
 from graph.context import Context
 
 SECRET = "sk-planted-issue20-77c1"
-PLAN = {
-    "task": "scale_relu",
-    "groups": [{"id": "g1", "kind": "elementwise", "nodes": ["sub", "relu", "mul"], "template": "fused",
-                "covered": True}],
-    "subtasks": [{"id": "s1", "title": "fused kernel", "groups": ["g1"]}],
-    "host": {"buffers": [], "streams": 1, "cuda_graph": False, "notes": ""},
-    "covered_ops": ["sub", "relu", "mul"],
-    "uncovered_ops": [],
-    "notes": "",
-}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -49,7 +40,7 @@ def test_the_issue20_program_steals_nothing_and_is_never_verified(
     program = prelude.replace("__TARGET__", str(target)).replace("__PORT__", str(listener.port)) + CORRECT_CPP
     try:
         with StubServer(
-            [Reply.json(PLAN), Reply.text(f"Summary: fused\n\n```python\n{program}```\n")]
+            [Reply.json(SCALE_RELU_PLAN), Reply.text(f"Summary: fused\n\n```python\n{program}```\n")]
         ) as server:
             context = Context(
                 policy="llm", llm_model="stub", llm_base_url=server.url, llm_timeout_s=60.0, llm_max_retries=0,

@@ -239,9 +239,10 @@ class Sandbox:
             control=self._parent_end,
             limits=self.settings.limits,
             root=self.root,
-            watched_disks=sorted({self.root, self.cache_dir}),
+            watched_disks=sorted({self.root, *map(Path, self.policy.write)}),  # every tree it may fill
             names=self.compiled.names if self.compiled else {},
             kill=lambda: kill_group(proc.pid),
+            session=proc.pid,  # start_new_session: the child leads its own session
         )
         self.supervisor.start()
         return proc
@@ -253,6 +254,7 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        """End the run: kill whatever it left running (its session, its PID namespace), stop the watch."""
         if self.supervisor is not None:
             self.supervisor.stop()
         if self._parent_end is not None:
@@ -284,6 +286,8 @@ class Sandbox:
                 out["launch_error"] = self.supervisor.launch_error
             if self.supervisor.killed_for:
                 out["stopped"] = self.supervisor.killed_for
+            if self.supervisor.ended:
+                out["killed_at_end"] = self.supervisor.ended  # processes the run left running
         return out
 
     def annotate(self, response: dict[str, Any], returncode: int | None = None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ filter sends up (an IP socket, a privileged call, a new process), reads the repo
 sandboxed interpreters' audit hooks, and checks the run's directory and free disk space several
 times a second. What it refuses or stops becomes a Violation; a fork bomb (the process cap reached) or a
 disk filler (the directory's quota, or the disk running out under the run) also ends the run.
-Standard library only.
+When the run ends, `end` kills whatever it left running, even a process that left the child's
+process group. Standard library only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import errno
 import json
 import os
 import select
+import signal
 import socket
 import threading
 import time
@@ -57,12 +59,36 @@ def _session(pid: int) -> int | None:
     return int(fields[3]) if len(fields) > 3 else None
 
 
-def processes_in_session(sid: int) -> int:
-    count = 0
+def _pid_namespace(pid: int | str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """False for a zombie (or a process gone): nothing left to kill."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
+def run_processes(sid: int | None, namespaces: set[str] | frozenset[str] = frozenset()) -> list[int]:
+    """The live processes of one run: those of its session, and those of its own PID namespaces."""
+    found = []
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and _session(int(entry.name)) == sid:
-            count += 1
-    return count
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if (sid is not None and _session(pid) == sid) or (namespaces and _pid_namespace(pid) in namespaces):
+            found.append(pid)
+    return found
+
+
+def processes_in_session(sid: int) -> int:
+    return len(run_processes(sid))
 
 
 def disk_usage(tree: Path) -> int:
@@ -108,17 +134,27 @@ class Supervisor:
     launch_error: str = ""
     killed_for: str = ""
     listener: int | None = None
+    session: int | None = None  # the child's session id (its pid: it starts a new session)
+    ended: int = 0  # processes still alive when the run ended, killed by `end`
+    _namespaces: set[str] = field(default_factory=set)  # the run's own PID namespaces, once seen
+    _own_namespace: str | None = None
+    _ending: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
+        self._own_namespace = _pid_namespace("self")
         self._free_at_start = {p: _free(p) for p in self.watched_disks}
         self._thread = threading.Thread(target=self._loop, name="sandbox-supervisor", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Drain what is still queued, then end the thread and close the listener."""
+        """Kill what the run left running (`end`), drain what is still queued, end the thread, close
+        the listener."""
+        if self._stop.is_set():
+            return
+        self.end()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -126,6 +162,27 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 os.close(self.listener)
             self.listener = None
+
+    def end(self, wait_s: float = 5.0) -> None:
+        """Kill what the run left behind: every process of its session and of its own PID namespaces.
+
+        A process that moved to a process group of its own (setpgid: allowed, since build tools such
+        as ninja use it) escapes the callers' kill of the child's group; without a private PID
+        namespace nothing else would end it. New processes are refused from now on.
+        """
+        self._ending = True
+        deadline = time.monotonic() + wait_s
+        killed: set[int] = set()
+        while time.monotonic() < deadline:
+            left = [pid for pid in run_processes(self.session, self._namespaces) if _alive(pid)]
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.02)
+        self.ended = len(killed)
 
     def add(self, kind: str, evidence: str) -> None:
         item = Violation(kind, evidence)
@@ -206,11 +263,10 @@ class Supervisor:
             family, kind = note.args[0] & 0xFFFFFFFF, note.args[1] & 0xF
             self.add("network", f"socket({_family(family)}, {_socket_type(kind)}) refused to {who}")
             seccomp.answer(self.listener, note, error=errno.EACCES)
-        elif name in ("fork", "vfork", "clone") and self.killed_for:
+        elif name in ("fork", "vfork", "clone") and (self.killed_for or self._ending):
             seccomp.answer(self.listener, note, error=errno.EAGAIN)  # the run is being stopped
         elif name in ("fork", "vfork", "clone"):
-            sid = _session(note.pid)
-            live = processes_in_session(sid) if sid is not None else 0
+            live = self._live_processes(note.pid)
             if live >= self.limits.processes:
                 seccomp.answer(self.listener, note, error=errno.EAGAIN)
                 self.stop_run("processes", f"{live} live processes reached the cap of {self.limits.processes}: "
@@ -220,6 +276,16 @@ class Supervisor:
         else:
             self.add("privileged", f"{name}() refused to {who}")
             seccomp.answer(self.listener, note, error=errno.EPERM)
+
+    def _live_processes(self, pid: int) -> int:
+        """The run's live processes, counted by PID namespace when it has its own (a profiled program
+        may leave its session there: setsid is refused only outside profilers), else by session."""
+        namespace = _pid_namespace(pid)
+        if namespace is not None and namespace != self._own_namespace:
+            self._namespaces.add(namespace)
+            return len(run_processes(None, {namespace}))
+        sid = _session(pid)
+        return processes_in_session(sid) if sid is not None else 0
 
     def _check_disk(self) -> None:
         used = disk_usage(self.root)
