@@ -1,11 +1,12 @@
 """How much of a suite would the offline policy write as our own CUDA? A planning sweep, CPU only.
 
     python -m evals.coverage_sweep KERNELBENCH/KernelBench [--levels level1,level2,level3]
-                                   [--out sweep.jsonl] [--timeout 120]
+                                   [--out sweep.jsonl] [--timeout 120] [--ops-table ops.md]
 
 Plans every problem (tracing, classification, fusion: no build, no GPU) and records the ops the
 plan leaves to PyTorch. Prints, per level, how many problems leave nothing to PyTorch, how many keep
-a whole `forward`, and which uncovered ops occur in how many problems. Records go to --out one JSON
+a whole `forward`, and which uncovered ops occur in how many problems; --ops-table writes the index
+of every op met, with the kernel families that generate it (docs/operators.md). Records go to --out one JSON
 line per problem as they finish; a second run with the same --out skips what is recorded.
 """
 
@@ -66,12 +67,45 @@ def plan_one(path: Path, timeout_s: int) -> dict[str, Any]:
             task = load_task({"problem_path": str(path)})
             plan = OfflinePolicy(Context(policy="offline")).plan(task, None)
         record.update(traced=plan.traced, uncovered=sorted(set(plan.uncovered_ops)), covered=plan.covered_ops)
+        record["families"] = op_families(plan)
     except PlanTimeout as exc:
         record["error"] = str(exc)
     except Exception as exc:  # a problem the planner cannot load is a finding of the sweep, not a crash
         record["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
     record["seconds"] = round(time.time() - started, 2)
     return record
+
+
+def op_families(plan: Any) -> dict[str, list[str]]:
+    """Each op kind of the plan and the fusion-group kinds it went into (gemm, reduction, reference,
+    ...): an op fused as a prologue or epilogue shows its anchor's kind."""
+    op_of = {info.node: info.op for info in plan.ops}
+    found: dict[str, set[str]] = {}
+    for group in plan.groups:
+        for node in group.nodes:
+            if node in op_of:
+                found.setdefault(op_of[node], set()).add(group.kind)
+    return {op: sorted(kinds) for op, kinds in sorted(found.items())}
+
+
+def ops_table(records: list[dict[str, Any]]) -> str:
+    """Markdown: every op kind the sweep met, the group kinds that generate it, in how many problems,
+    and whether any plan left it to PyTorch."""
+    problems: Counter[str] = Counter()
+    kinds: dict[str, Counter[str]] = {}
+    for record in records:
+        for op, families in record.get("families", {}).items():
+            problems[op] += 1
+            kinds.setdefault(op, Counter()).update(families)
+    lines = [
+        "| op | generated as (group kind: problems) | problems | left to PyTorch in |",
+        "|---|---|---|---|",
+    ]
+    for op in sorted(problems, key=lambda o: (-problems[o], o)):
+        made = ", ".join(f"{kind}: {n}" for kind, n in kinds[op].most_common() if kind != "reference")
+        left = kinds[op].get("reference", 0)
+        lines.append(f"| {op} | {made or '-'} | {problems[op]} | {left or '-'} |")
+    return "\n".join(lines) + "\n"
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="level1,level2,level3")
     parser.add_argument("--out", type=Path, help="JSON lines, one per problem (resumable)")
     parser.add_argument("--timeout", type=int, default=120, help="seconds of planning per problem")
+    parser.add_argument("--ops-table", type=Path, help="write the op index (markdown) here")
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         print(f"error: {args.root} is not a folder", file=sys.stderr)
@@ -147,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         if sink:
             sink.close()
     print(render(summarize(records)))
+    if args.ops_table:
+        args.ops_table.write_text(ops_table(records))
     return 0
 
 

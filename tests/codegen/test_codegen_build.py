@@ -34,6 +34,7 @@ FAMILIES = {
     "batchnorm + residual epilogue": "level3/3_ResNet_BasicBlock.py",
     "cudnn convolutions of every kind": "level2/9_Conv_Families.py",
     "pooling of every kind + batchnorm1d + group/instance norm": "level2/11_Pool_Families.py",
+    "written-out norms, losses, einsum (xlogy, copying reshape)": "level2/33_Decomposed_Ops.py",
 }
 # Builds and loads one program in a fresh interpreter exactly as KernelBench's harness does
 # (docs/kernelbench.md §1): the reference exec'd into a dict, then the program, with two lines put

@@ -51,10 +51,19 @@ def test_sweep_counts_levels_and_resumes(tmp_path: Path, capsys) -> None:
     )
     table = capsys.readouterr().out
     assert "| level1 | 3 | 1 | 0 | 1 |" in table
+    assert records[0]["families"] == {"relu": ["elementwise"]}
+    assert records[1]["families"]["linalg_cholesky"] == ["reference"]
     # a second run reads the records instead of planning again
     out.write_text("\n".join(json.dumps({**r, "seconds": -1.0}) for r in records) + "\n")
     assert coverage_sweep.main([str(root), "--out", str(out), "--levels", "level1"]) == 0
     assert len(out.read_text().splitlines()) == 3
+    index = tmp_path / "ops.md"
+    assert (
+        coverage_sweep.main([str(root), "--out", str(out), "--levels", "level1", "--ops-table", str(index)])
+        == 0
+    )
+    rows = index.read_text().splitlines()
+    assert "| relu | elementwise: 1 | 1 | - |" in rows and "| linalg_cholesky | - | 1 | 1 |" in rows
 
 
 def test_missing_folder_is_bad_input(tmp_path: Path) -> None:
