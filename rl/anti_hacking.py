@@ -6,7 +6,9 @@ program above every cheat of the same problem?
 
 Each candidate file declares its problem (`# harness-expect: problem=NAME`, a file in
 `adversarial/problems/`); each is scored as a skill-1 answer (a Summary line and the program in one
-fenced block) with the offline planner's plan. Writes OUT/anti_hacking.json and OUT/anti_hacking.md
+fenced block) with the offline planner's plan. A candidate that shares an extension with others
+names it in a `# harness-base: PATH` line; the program scored is the file with that line replaced by
+PATH's text, exactly the program the test harness runs (tests/support/candidates.py). Writes OUT/anti_hacking.json and OUT/anti_hacking.md
 and exits 1 when a check fails. On the static or build path the cheats that only a run can catch
 (outputs never written, inputs overwritten, nondeterminism) cannot be told from honest programs;
 the table marks them.
@@ -27,6 +29,24 @@ from rl.reward.batch import RewardService
 from rl.reward.sample import Breakdown
 
 KINDS = ("honest", "adversarial")
+_BASE_LINE = re.compile(r"^# harness-base: (\S+).*\n", re.MULTILINE)
+_EXPECT_LINE = re.compile(r"^# harness-expect: (.*)$", re.MULTILINE)
+
+
+def candidate_source(path: Path) -> str:
+    """The candidate's whole program: its `# harness-base:` line replaced by that file's text."""
+    text = path.read_text()
+    match = _BASE_LINE.search(text)
+    if match is None:
+        return text
+    base = (path.parent / match.group(1)).read_text()
+    return text[: match.start()] + base + text[match.end() :]
+
+
+def expectation(path: Path) -> dict[str, str]:
+    """The candidate's `# harness-expect: key=value ...` line as a dict (empty without one)."""
+    match = _EXPECT_LINE.search(path.read_text())
+    return dict(item.split("=", 1) for item in match.group(1).split() if "=" in item) if match else {}
 
 
 def candidates(root: Path) -> list[tuple[str, Path, Path]]:
@@ -34,9 +54,9 @@ def candidates(root: Path) -> list[tuple[str, Path, Path]]:
     found = []
     for kind in KINDS:
         for path in sorted((root / kind).glob("*.py")):
-            match = re.search(r"^# harness-expect: .*?problem=(\w+)", path.read_text(), re.MULTILINE)
-            if match:
-                found.append((kind, path, root / "adversarial" / "problems" / f"{match.group(1)}.py"))
+            problem = expectation(path).get("problem")
+            if problem:
+                found.append((kind, path, root / "adversarial" / "problems" / f"{problem}.py"))
     if not found:
         raise FileNotFoundError(f"no candidates with a harness-expect line under {root}")
     return found
@@ -51,7 +71,9 @@ def score_all(root: Path, settings: RewardSettings, workers: int) -> list[dict[s
     plans: dict[Path, Any] = {}
     samples = []
     for _, path, problem in listed:
-        sample = make_sample(str(problem), as_answer(path.read_text()), "write", plan=plans.get(problem))
+        sample = make_sample(
+            str(problem), as_answer(candidate_source(path)), "write", plan=plans.get(problem)
+        )
         plans.setdefault(problem, sample.plan)
         samples.append(sample)
     service = RewardService(settings, workers=workers)
@@ -60,20 +82,36 @@ def score_all(root: Path, settings: RewardSettings, workers: int) -> list[dict[s
     finally:
         service.close()
     return [
-        {"kind": kind, "candidate": path.stem, "problem": problem.stem, **result.to_dict()}
+        {
+            "kind": kind,
+            "candidate": path.stem,
+            "problem": problem.stem,
+            "static_expectation": expectation(path).get("static", ""),
+            **result.to_dict(),
+        }
         for (kind, path, problem), result in zip(listed, results, strict=True)
     ]
 
 
-def check(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Failures of the two rules: cheats at most 0; honest above every cheat of its problem."""
-    failures = [
-        f"cheat {r['candidate']} earns {r['total']:+.3f} (> 0)"
-        for r in rows
-        if r["kind"] == "adversarial" and r["total"] > 0
-    ]
+def left_to_a_run(rows: Sequence[dict[str, Any]], path: str) -> list[str]:
+    """Cheats this path cannot judge: on a path that runs nothing (static, cpu build), those whose
+    harness expectation says the static checks see nothing (`static=clean`); a GPU run judges all."""
+    if path == "gpu":
+        return []
+    return sorted(
+        r["candidate"] for r in rows if r["kind"] == "adversarial" and r.get("static_expectation") == "clean"
+    )
+
+
+def check(rows: Sequence[dict[str, Any]], path: str = "gpu") -> list[str]:
+    """Failures of the two rules: cheats at most 0; honest above every cheat of its problem.
+
+    Cheats the path cannot judge (`left_to_a_run`) are left out of both rules."""
+    unjudged = set(left_to_a_run(rows, path))
+    cheats = [r for r in rows if r["kind"] == "adversarial" and r["candidate"] not in unjudged]
+    failures = [f"cheat {r['candidate']} earns {r['total']:+.3f} (> 0)" for r in cheats if r["total"] > 0]
     for honest in (r for r in rows if r["kind"] == "honest"):
-        for cheat in (r for r in rows if r["kind"] == "adversarial" and r["problem"] == honest["problem"]):
+        for cheat in (r for r in cheats if r["problem"] == honest["problem"]):
             if honest["total"] <= cheat["total"]:
                 failures.append(
                     f"honest {honest['candidate']} ({honest['total']:+.3f}) is not above cheat "
@@ -86,8 +124,9 @@ def markdown(rows: Sequence[dict[str, Any]], path: str) -> str:
     lines = [
         f"Rule path: {path}.",
         "",
-        "| candidate | kind | problem | total | rule | hacked | anti-hacking | coverage | what decided it |",
-        "|---|---|---|---:|---|---|---:|---:|---|",
+        "| candidate | kind | problem | harness static | total | rule | hacked | anti-hacking | coverage "
+        "| what decided it |",
+        "|---|---|---|---|---:|---|---|---:|---:|---|",
     ]
     for r in sorted(rows, key=lambda r: (r["kind"] != "honest", r["problem"], r["candidate"])):
         reason = r["rubric"]["anti_hacking"]["reason"]
@@ -97,7 +136,8 @@ def markdown(rows: Sequence[dict[str, Any]], path: str) -> str:
             else f"{r['rule']['stage']}: {r['rule']['note'][:60]}"
         )
         lines.append(
-            f"| {r['candidate']} | {r['kind']} | {r['problem']} | {r['total']:+.3f} | {r['rule']['stage']} | "
+            f"| {r['candidate']} | {r['kind']} | {r['problem']} | {r.get('static_expectation', '')} | "
+            f"{r['total']:+.3f} | {r['rule']['stage']} | "
             f"{'yes' if r['hacked'] else 'no'} | {r['rubric']['anti_hacking']['score']:.2f} | "
             f"{r['rubric']['operator_coverage']['score']:.2f} | {why} |"
         )
@@ -115,15 +155,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     rule = RuleSettings(mode=args.rule, timeout_s=args.timeout)
     path = rule.resolved_mode()
     rows = score_all(Path(args.root), RewardSettings(rule=rule), args.workers)
-    failures = check(rows)
+    failures = check(rows, path)
+    unjudged = left_to_a_run(rows, path)
     table = markdown(rows, path)
+    verdict = "\n".join(failures) or "every cheat <= 0 and every honest program above every cheat"
+    if unjudged:
+        verdict += (
+            f"\n{len(unjudged)} cheat(s) left to a GPU run (the static checks see nothing in them by "
+            f"construction): {', '.join(unjudged)}"
+        )
+        table += "\n" + verdict.splitlines()[-1] + "\n"
     print(table)
-    print("\n".join(failures) if failures else "every cheat <= 0 and every honest program above every cheat")
+    print(verdict)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "anti_hacking.json").write_text(
-            json.dumps({"path": path, "rows": rows, "failures": failures}, indent=1)
+            json.dumps(
+                {"path": path, "rows": rows, "failures": failures, "left_to_a_run": unjudged}, indent=1
+            )
         )
         (out / "anti_hacking.md").write_text(table)
     return 1 if failures else 0

@@ -1,7 +1,8 @@
 """`stitchcuda rl dataset | score | train | plot | verl-data`: RL for the coder from the command line.
 
 The StitchCUDA CLI calls `add_rl_commands(subparsers)`; nothing heavy is imported until a command
-runs, and only `train` and `plot` need the `rl` extra (trl, peft, transformers, matplotlib).
+runs, and only `train`, `plot` and `verl-data` need the `rl` extra (trl, peft, transformers,
+matplotlib, pyarrow); without it they refuse with exit code 2 and say why.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     try:
-        from rl.trl_train import TrainConfigError, train
+        from rl.trl_train import TrainConfigError, require_extra, train
+
+        require_extra()
     except ImportError as exc:
         return _fail(f"training needs the rl extra (pip install -e '.[rl]'): {exc}")
     try:
@@ -88,12 +91,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    try:
-        from rl.plot import plot_rewards
-    except ImportError as exc:
-        return _fail(f"plotting needs the rl extra (matplotlib): {exc}")
+    from rl.plot import plot_rewards
+
     try:
         path = plot_rewards(args.run, args.out, metrics=args.metric)
+    except ImportError as exc:  # matplotlib is imported when the plot is drawn
+        return _fail(f"plotting needs the rl extra (matplotlib): {exc}")
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     print(path)
@@ -105,6 +108,8 @@ def cmd_verl_data(args: argparse.Namespace) -> int:
 
     try:
         written = write_verl_parquet(args.dataset, args.out)
+    except ImportError as exc:
+        return _fail(f"verl parquet needs the rl extra (pyarrow; pip install -e '.[rl]'): {exc}")
     except (VerlDataError, OSError) as exc:
         return _fail(str(exc))
     for path, count in written.items():

@@ -31,6 +31,7 @@ from rl.reward.core import task_from_source
 from rl.reward.sample import Breakdown, Sample
 
 COMPACT_PROMPT = Path(__file__).resolve().parent / "prompts" / "compact_write.md"
+TRAINING_MODULES = ("trl", "peft", "datasets", "transformers", "accelerate", "gguf")
 OBJECTIVES = ("total", "rule", "rubric", *DIMENSIONS)
 METRICS_FILE = "metrics.jsonl"
 
@@ -311,6 +312,22 @@ def grpo_arguments(config: TrainConfig, output_dir: str, max_steps: int | None) 
         return GRPOConfig(**values)
     except (TypeError, ValueError) as exc:
         raise TrainConfigError(f"grpo: {exc}") from None
+
+
+def require_extra() -> None:
+    """ImportError naming the missing training packages (the rl extra) before any work starts."""
+    import importlib.util
+
+    missing = []
+    for name in TRAINING_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        raise ImportError(f"missing {', '.join(missing)}")
 
 
 def lora_weights(model: Any) -> dict[str, Any]:

@@ -64,9 +64,9 @@ def _rule_and_findings(
     test, response = evaluate_program(
         sample.task, sample.plan, answer.program, settings.rule, mode, settings.evaluator
     )
-    rule = rule_from_test(test, mode)
+    rule = rule_from_test(test, mode, settings.rule.device)
     if response.get("seconds") is not None:
-        evidence.append(f"worker: {test.status} in {response['seconds']:.1f} s ({rule.path})")
+        evidence.append(f"worker: {rule.stage} in {response['seconds']:.1f} s ({rule.path})")
     return rule, list(test.findings), test.operator_coverage
 
 

@@ -10,6 +10,10 @@ Where it runs decides what it can know:
 - static: no build either (fast, for wiring tests and format-only training): the program must only
   be extractable; the static hack checks still run.
 
+`RuleSettings.device` says where the gpu mode's `verify` runs: `cuda` (the default), or `cpu` for
+programs whose extensions are plain C++ (the whole verify path, correctness, timing and the dynamic
+hack checks, on a machine without a GPU: the rule part's tests run it so).
+
 The ladder (ours; the paper rewards only correct programs, Kevin-32B gives 0.3 plus the speedup):
 no program 0, build error 0.05, crash or timeout 0.1, wrong output 0.15, built on a CPU-only machine
 0.2, extracted but not built 0.1, correct 0.3 + min(speedup, 5).
@@ -59,6 +63,7 @@ class RuleSettings:
     correctness_trials: int = 5
     arch: str | None = None
     cache_dir: str | None = None
+    device: Literal["cuda", "cpu"] = "cuda"  # where `verify` runs (cpu: C++-only programs, tests)
 
     def resolved_mode(self) -> str:
         """gpu, build or static: 'auto' is gpu when torch sees a CUDA device, else build."""
@@ -78,7 +83,7 @@ def eval_request(task: Task, plan: Plan, program: str, settings: RuleSettings, m
         problem_name=task.name,
         problem_source=task.source,
         candidate_source=program,
-        device="cuda",
+        device=settings.device,
         mode="strict",
         correctness_trials=settings.correctness_trials,
         perf_trials=settings.perf_trials,
@@ -101,19 +106,20 @@ def local_evaluator(settings: RuleSettings) -> Evaluator:
     return lambda request: evaluate(request, timeout_s=settings.timeout_s)
 
 
-def rule_from_test(test: TestResult, mode: str) -> RulePart:
+def rule_from_test(test: TestResult, mode: str, device: str = "cuda") -> RulePart:
     """The ladder applied to one worker result (a TestResult joins the static and dynamic findings)."""
     status = test.status
     if mode == "gpu":
+        path = "gpu" if device == "cuda" else "cpu-verify"
         if status == "passed":
             speedup = test.speedup_vs_eager
             capped = min(speedup, SPEEDUP_CAP) if speedup else 0.0
             note = f"correct; speedup {speedup:.3g}x over eager" if speedup else "correct; not timed"
-            return RulePart(CORRECT_BASE + capped, "passed", "gpu", speedup, note)
+            return RulePart(CORRECT_BASE + capped, "passed", path, speedup, note)
         if status == "no_gpu":
             return RulePart(LADDER["built"], "built", "cpu-build", None, CPU_NOTE)
         first = (test.message or status).splitlines()[0][:300]
-        return RulePart(LADDER.get(status, LADDER["crashed"]), status, "gpu", None, first)
+        return RulePart(LADDER.get(status, LADDER["crashed"]), status, path, None, first)
     if status == "passed":  # the build action answered: every extension built
         return RulePart(LADDER["built"], "built", "cpu-build", None, CPU_NOTE)
     first = (test.message or status).splitlines()[0][:300]

@@ -48,7 +48,7 @@ class RulePart:
     stage: (
         str  # no_program, build_error, runtime_error, timeout, crashed, wrong_output, built, parsed, passed
     )
-    path: str  # gpu (built, checked, timed), cpu-build (built only), static (not built)
+    path: str  # gpu (built, checked, timed), cpu-verify (the same on the CPU), cpu-build, static
     speedup: float | None = None
     note: str = ""
 

@@ -11,6 +11,10 @@
 #   STITCHCUDA_EVAL_URLS=http://timing-node:8600,...,http://timing-node:8607 \
 #   MODEL=/models/Qwen3-32B DATA=/data/stitchcuda-verl NNODES=4 bash rl/verl/qwen3_32b_lora.sh [overrides...]
 # DATA holds skill1.parquet and skill2.parquet from `stitchcuda rl verl-data DATASET --out DATA`.
+# For verl 0.9 (the reward hook lives under `reward.`: its main_ppo reads
+# reward.custom_reward_function and no longer migrates the top-level key; on verl 0.8 pass
+# custom_reward_function.path=... custom_reward_function.name=compute_score instead). The overrides
+# below compose against verl 0.9.1's ppo_trainer config (checked with Hydra's compose, no GPU).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${MODEL:?set MODEL to the Qwen3-32B folder}"
@@ -62,9 +66,9 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.layered_summon=True \
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \
-  reward_model.reward_manager=naive \
-  custom_reward_function.path="$repo/rl/verl_reward.py" \
-  custom_reward_function.name=compute_score \
+  reward.reward_manager.name=naive \
+  reward.custom_reward_function.path="$repo/rl/verl_reward.py" \
+  reward.custom_reward_function.name=compute_score \
   trainer.logger="['console']" \
   trainer.project_name=stitchcuda \
   trainer.experiment_name=qwen3-32b-lora-grpo \

@@ -1,6 +1,7 @@
 """The reward core: the formula, the deterministic rubric, the CPU rule path, the judge, the CLI.
 
 Real parts throughout: the static hack checks, the worker process and nvcc/g++ for the build path,
+the worker's strict `verify` (correctness, timing, dynamic hack checks) on the CPU for C++ programs,
 and a real HTTP server (127.0.0.1) replaying the judge's answers to langchain-openai.
 """
 
@@ -13,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from support.llm_stub_server import Reply, StubServer
+from support.scripted_policy import CORRECT_CPP
 
 from graph.context import Context
 from rl.reward import RewardSettings, RuleSettings, combine, make_sample, score
@@ -143,6 +146,44 @@ def test_cpu_rule_path_builds_for_real_and_says_so(relu_sample_args: dict) -> No
     )
     assert failed.rule.stage == "build_error" and failed.rule.score < honest.rule.score
     assert any("yq" in line for line in failed.evidence + [failed.rule.note])
+
+
+def _variant(name: str, *edits: tuple[str, str]) -> str:
+    """CORRECT_CPP with its extension renamed and the given (old, new) edits, each one applied."""
+    program = CORRECT_CPP.replace('name="scripted_scale_relu"', f'name="{name}"')
+    for old, new in edits:
+        assert old in program, old
+        program = program.replace(old, new)
+    return program
+
+
+@pytest.mark.slow
+def test_verify_path_rewards_correct_and_fast_and_catches_a_cheat_only_a_run_sees() -> None:
+    # the rule part's verify path (the one a GPU takes), run by the worker on the CPU for C++ programs
+    settings = RewardSettings(
+        rule=RuleSettings(mode="gpu", device="cpu", timeout_s=600, perf_trials=5, correctness_trials=2)
+    )
+    problem = str(FIXTURES / "problems" / "scale_relu.py")
+    wrong = _variant("rl_wrong_scale_relu", ("in[i] - 0.5f", "in[i] - 0.25f"))
+    mutating = _variant(
+        "rl_mutating_scale_relu",  # right answer, but it zeroes its input: only a run can see that
+        ("const float* in = reinterpret_cast<const float*>(x);", "float* in = reinterpret_cast<float*>(x);"),
+        ("out[i] = (v > 0.f ? v : 0.f) * s; }", "out[i] = (v > 0.f ? v : 0.f) * s; in[i] = 0.f; }"),
+    )
+    correct_r, wrong_r, mutating_r = (
+        score(make_sample(problem, fenced(program), "write"), settings)
+        for program in (CORRECT_CPP, wrong, mutating)
+    )
+
+    assert (correct_r.rule.stage, correct_r.rule.path) == ("passed", "cpu-verify"), correct_r.evidence
+    speedup = correct_r.rule.speedup
+    assert speedup is not None and speedup > 0
+    assert correct_r.rule.score == pytest.approx(0.3 + min(speedup, 5.0)) and not correct_r.hacked
+    assert (wrong_r.rule.stage, wrong_r.hacked) == ("wrong_output", False), wrong_r.evidence
+    assert 0 < wrong_r.total < correct_r.total and wrong_r.rule.score < correct_r.rule.score
+    assert mutating_r.rule.stage == "passed" and mutating_r.hacked and mutating_r.total == HACK_REWARD
+    assert any(line.startswith("warning mutates_inputs") for line in mutating_r.evidence)
+    assert any(line.startswith("worker: passed") for line in correct_r.evidence)
 
 
 def _verdict(major: bool) -> dict:
