@@ -351,7 +351,8 @@ def device_ceilings(
     if gpu and gpu in KNOWN:
         return KNOWN[gpu]
     base = KNOWN[FALLBACK_GPU]
-    label = f"assumed: no measurement for {gpu or 'this machine'}; {FALLBACK_GPU} figures from design.md"
+    where = gpu or "this machine"
+    label = f"assumed: no measurement for {where}; {FALLBACK_GPU} measurements in docs/hardware.md"
     return Ceilings.from_dict({**base.to_dict(), "gpu": gpu or base.gpu, "source": label})
 
 

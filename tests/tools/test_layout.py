@@ -4,6 +4,8 @@
   standard library, tools.protocol, tools.process, tools.cache_paths and itself.
 - No import circle anywhere in the repository's packages, however deep the import sits.
 - A node module (planner, coder, verifier, profiler, finalize) never imports another node module.
+- No source module is over 600 lines (CUDA templates are .cuh files and the suite's problem files are
+  not modules, so neither is counted).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ PACKAGES = ("graph", "nodes", "codegen", "tools", "rag_corpus", "evals", "rl")
 ISLAND = ("tools.worker", "tools.build")
 ISLAND_MAY_IMPORT = ("torch", "tools.protocol", "tools.process", "tools.cache_paths", *ISLAND)
 NODE_MODULES = ("planner", "coder", "verifier", "profiler", "finalize")
+MAX_MODULE_LINES = 600
 
 
 def module_name(path: Path) -> str:
@@ -169,3 +172,13 @@ def test_no_node_module_imports_another_node_module() -> None:
         if within(module, tuple(nodes - {name}))
     ]
     assert not wrong, "a node imports another node:\n" + "\n".join(wrong)
+
+
+def test_no_source_module_is_over_600_lines() -> None:
+    found = modules()
+    assert "tools.roofline" in found and "codegen.emit.assemble" in found  # the walk saw the packages
+    sizes = {path: len(path.read_text().splitlines()) for path in found.values()}
+    over = sorted((lines, path) for path, lines in sizes.items() if lines > MAX_MODULE_LINES)
+    assert not over, f"modules over {MAX_MODULE_LINES} lines (split them by responsibility):\n" + "\n".join(
+        f"{path.relative_to(REPO)}: {lines} lines" for lines, path in reversed(over)
+    )

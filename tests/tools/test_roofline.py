@@ -68,6 +68,7 @@ def test_known_and_fallback_ceilings_say_they_are_assumed(tmp_path: Path) -> Non
     assert h200.fp32_flops == 51e12 and h200.source.startswith("assumed")
     unknown = roofline.device_ceilings("NVIDIA Mystery", cache=empty)
     assert unknown.gpu == "NVIDIA Mystery" and "no measurement for NVIDIA Mystery" in unknown.source
+    assert "docs/hardware.md" in unknown.source  # the repository's own page of the H200 figures
     assert roofline.device_ceilings(None, cache=empty).gpu == "NVIDIA H200"
 
 

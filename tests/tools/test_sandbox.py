@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tools.sandbox import Sandbox, SandboxError, SandboxSettings, namespaces, paths, settings
+from tools.sandbox import Sandbox, SandboxError, SandboxSettings, namespaces, paths
+from tools.sandbox import limits as sandbox_limits
 from tools.sandbox.environment import allowed
 
 SECRET = "sk-planted-in-a-parent-9a7b"
@@ -196,9 +197,9 @@ def test_the_cache_rules_match_the_builders(monkeypatch: pytest.MonkeyPatch, tmp
     for value in (None, str(tmp_path / "cache")):
         if value:
             monkeypatch.setenv("STITCHCUDA_CACHE", value)
-        assert settings.default_cache_dir() == build.default_cache_dir()
+        assert sandbox_limits.default_cache_dir() == build.default_cache_dir()
         cache = build.default_cache_dir()
-        assert settings.cache_trees(cache) == [cache, build.pch_root(cache)]
+        assert sandbox_limits.cache_trees(cache) == [cache, build.pch_root(cache)]
 
 
 def test_landlock_rules_carve_out_hidden_trees(tmp_path: Path) -> None:

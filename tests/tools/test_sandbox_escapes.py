@@ -9,20 +9,18 @@ program is never verified. The listener is a real TCP server on 127.0.0.1 inside
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.listener import Listener
 
 from nodes.support.worker_client import to_test_result
 from tools.evaluate import evaluate
@@ -34,39 +32,6 @@ REPO = Path(__file__).resolve().parents[2]
 ATTEMPTS = REPO / "tests" / "candidates" / "sandbox"
 WORKER = REPO / "tests" / "candidates" / "worker"
 SECRET = "sk-planted-4f1d2c9e"
-
-
-class Listener:
-    """A TCP server on 127.0.0.1 that keeps whatever reaches it (bounded: 30 s, 1 MiB)."""
-
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.server.settimeout(0.2)
-        self.port = self.server.getsockname()[1]
-        self.received: list[bytes] = []
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                conn.settimeout(2)
-                with contextlib.suppress(OSError):
-                    self.received.append(conn.recv(1 << 20))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.server.close()
 
 
 @pytest.fixture()

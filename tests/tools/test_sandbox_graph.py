@@ -15,10 +15,10 @@ import pytest
 from conftest import FIXTURES, REPO
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
+from support.listener import Listener
 from support.llm_answers import SCALE_RELU_PLAN
 from support.llm_stub_server import Reply, StubServer
 from support.scripted_policy import CORRECT_CPP
-from test_sandbox_escapes import Listener
 
 from graph.build import builder
 from graph.context import Context

@@ -29,7 +29,7 @@ Part of the worker island: imports only torch, the standard library, tools.proce
 | module | what |
 |---|---|
 | toolchain | torch's cpp_extension with a usable CUDA_HOME, arch flags, the effective flags, the fingerprint |
-| errors | the compiler's first errors and a clean log tail; BuildError |
+| compiler_output | the compiler's first errors and a clean log tail; BuildError |
 | cache | the content-addressed cache: keys, the locked build-then-rename, per-process records |
 | direct | the direct builder: torch's build.ninja flags, parallel compiles, the precompiled header |
 | inline | `load_inline` / `load` through the cache, and the patch that routes a process's calls there |
@@ -48,6 +48,13 @@ from tools.build.cache import (
     clear_build_records,
     default_cache_dir,
 )
+from tools.build.compiler_output import (
+    LOG_TAIL_CHARS,
+    MAX_ERRORS,
+    BuildError,
+    log_tail,
+    parse_compiler_errors,
+)
 from tools.build.direct import (
     BUILDER_ENV,
     PCH_ENV,
@@ -62,7 +69,6 @@ from tools.build.direct import (
     uses_torch_headers,
     without_torch_libraries,
 )
-from tools.build.errors import LOG_TAIL_CHARS, MAX_ERRORS, BuildError, log_tail, parse_compiler_errors
 from tools.build.inline import cached_load, cached_load_inline, install_cached_load_inline
 from tools.build.toolchain import (
     cpp_extension,

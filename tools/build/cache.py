@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from tools.build.errors import BuildError, clean_line, log_tail, parse_compiler_errors
+from tools.build.compiler_output import BuildError, clean_line, log_tail, parse_compiler_errors
 from tools.build.toolchain import temporary_env, toolchain_fingerprint
 from tools.cache_paths import CACHE_ENV as CACHE_ENV  # re-exported by tools.build
 from tools.cache_paths import default_cache_dir as default_cache_dir

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.build.cache import cached_build, default_cache_dir
+from tools.build.compiler_output import BuildError
 from tools.build.direct import DirectUnavailable, builder_choice, direct_build, inline_sources
-from tools.build.errors import BuildError
 from tools.build.toolchain import as_list, cpp_extension, effective_flags
 from tools.cache_paths import pch_root
 from tools.worker.kernel_names import kernel_names

@@ -5,8 +5,8 @@ docs/sandbox.md has the threat model and the layers. The one entry point is `San
 Standard library only (pyseccomp and bubblewrap are optional, probed at run time).
 """
 
+from tools.sandbox.limits import MODES, SandboxError, SandboxSettings
 from tools.sandbox.session import FINDING_ID, LAYERS, Sandbox, layers_line, platform_layers
-from tools.sandbox.settings import MODES, SandboxError, SandboxSettings
 
 __all__ = [
     "FINDING_ID", "LAYERS", "MODES", "Sandbox", "SandboxError", "SandboxSettings", "layers_line", "platform_layers",

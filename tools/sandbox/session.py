@@ -30,7 +30,7 @@ from tools.process import kill_group
 from tools.sandbox import landlock, namespaces, paths, seccomp
 from tools.sandbox.audit import POLICY_ENV, REPORT_FD_ENV
 from tools.sandbox.environment import sandbox_environment
-from tools.sandbox.settings import SandboxError, SandboxSettings, cache_trees, default_cache_dir
+from tools.sandbox.limits import SandboxError, SandboxSettings, cache_trees, default_cache_dir
 from tools.sandbox.supervisor import Supervisor, Violation
 
 SITE_DIR = Path(__file__).resolve().parent / "site"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.sandbox import seccomp
-from tools.sandbox.settings import GIB, MIB, Limits
+from tools.sandbox.limits import GIB, MIB, Limits
 
 MAX_VIOLATIONS = 50
 DISK_CHECK_S = 0.2  # at least; a scan that takes longer spaces the next ones out (20x its time)
