@@ -4,9 +4,8 @@ the masked-fill and tensor-clamp elementwise ops against float64 PyTorch, and th
 Cases: tests/fixtures/problems/level2/31_Copy_Families.py (every variant at odd sizes: parts that are
 not multiples of 4, a channel shuffle, a causal mask from a registered buffer fused into a softmax,
 broadcast clamp bounds) as planned, as a CUDA graph and at demotion level 1; then every copy problem
-of evals/suite at full size, timed against eager. The checks and the table are test_scan_gpu.py's
-(allclose 1e-4 against fp32, the error against float64 within max(1e-5, 16 x the fp32 reference's
-own), two calls agreeing).
+of evals/suite at full size, timed against eager. The checks and the table are the shared harness's
+(tests/support/family_gpu.py: check_case, print_table).
 
 The GPU machine lacks pydantic (codegen needs it): write the programs on the CPU with
   python tests/gpu/test_copy_gpu.py --write out/copy-gpu
@@ -26,12 +25,11 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(Path(__file__).parent)]  # run as a script (--write)
-from support.family_gpu import run_family, write_family_programs, write_main  # noqa: E402
-from test_scan_gpu import run_case  # noqa: E402  (the scan family's checks and timing)
+from support.family_gpu import check_case, run_family, write_family_programs, write_main  # noqa: E402
 
 SUITE = REPO / "evals" / "suite"
 FAMILIES = REPO / "tests" / "fixtures" / "problems" / "level2" / "31_Copy_Families.py"
-COPY_NAMES = ("Concat", "Tril", "Shuffle", "CausalMask", "DenseBlock", "Inception", "MiniGPT")
+COPY_NAMES = ("Concat", "Tril", "Shuffle", "CausalMask", "DenseBlock", "Inception", "MiniGPT", "Roll_Pad")
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -48,7 +46,7 @@ def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
 
 
 def test_copy_programs_match_float64_and_time_against_eager() -> None:
-    run_family("COPY", write_programs, run_case)
+    run_family("COPY", write_programs, check_case)
 
 
 if __name__ == "__main__":

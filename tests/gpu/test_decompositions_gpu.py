@@ -27,8 +27,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(Path(__file__).parent)]  # run as a script (--write)
-from support.family_gpu import run_family, write_family_programs, write_main  # noqa: E402
-from test_scan_gpu import run_case  # noqa: E402  (the scan family's checks and timing)
+from support.family_gpu import check_case, run_family, write_family_programs, write_main  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "problems"
 SUITE = REPO / "evals" / "suite"
@@ -55,7 +54,7 @@ def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
 
 
 def test_written_out_programs_match_float64_and_time_against_eager() -> None:
-    run_family("DECOMPOSED", write_programs, run_case)
+    run_family("DECOMPOSED", write_programs, check_case)
 
 
 if __name__ == "__main__":

@@ -29,15 +29,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # codegen and support/ when run as a script (--write)
-from support.family_gpu import (  # noqa: E402
-    load_case,
-    outputs,
-    relative_error,
-    run_family,
-    timing_fields,
-    write_family_programs,
-    write_main,
-)
+from support.family_gpu import check_case, run_family, write_family_programs, write_main  # noqa: E402
 
 SUITE = REPO / "evals" / "suite"
 
@@ -134,46 +126,8 @@ def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
     return write_family_programs(folder, problems, arch)
 
 
-def run_case(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Correctness (and for suite problems, speed) of one program; the program builds at import."""
-    result: dict[str, Any] = {"label": entry["label"], "status": "passed", "message": ""}
-    ref, new, ref64, inputs = load_case(entry, folder)
-    worst = {"max_abs_err": 0.0, "norm_err": 0.0, "ref_norm_err": 0.0}
-    rows = outputs(ref, new, ref64, inputs)
-    for i, (o, a, r, r64) in enumerate(rows):
-        if o.shape != r.shape:
-            return {
-                **result,
-                "status": "wrong_shape",
-                "message": f"output {i}: {tuple(o.shape)} != {tuple(r.shape)}",
-            }
-        worst["max_abs_err"] = max(worst["max_abs_err"], float((o - r).abs().max()))
-        # Both errors against float64 first, so a miss says whose rounding it is.
-        ours, theirs = relative_error(o, r64), relative_error(r, r64)
-        worst["norm_err"], worst["ref_norm_err"] = (
-            max(worst["norm_err"], ours),
-            max(worst["ref_norm_err"], theirs),
-        )
-        if not torch.allclose(o, r, atol=1e-4, rtol=1e-4):
-            return {**result, **worst, "status": "wrong_output", "message": f"output {i}"}
-        if not torch.allclose(o, a, atol=1e-4, rtol=1e-4):  # look-back order may differ by a rounding
-            return {**result, "status": "nondeterministic", "message": f"output {i}: two calls differ"}
-        if ours > max(1e-5, 16 * theirs):
-            return {
-                **result,
-                **worst,
-                "status": "imprecise",
-                "message": f"output {i}: {ours:.3g} vs {theirs:.3g}",
-            }
-    del rows, ref64
-    result.update(worst)
-    if entry["timed"]:
-        result.update(timing_fields(ref, new, inputs))
-    return result
-
-
 def test_scan_programs_match_float64_and_time_against_eager() -> None:
-    run_family("SCAN", write_programs, run_case)
+    run_family("SCAN", write_programs, check_case)
 
 
 if __name__ == "__main__":

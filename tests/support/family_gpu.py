@@ -144,6 +144,46 @@ def timing_fields(ref: Any, new: Any, inputs: list[Any]) -> dict[str, float]:
     return {"ours_ms": ours, "eager_ms": eager, "ours_gbps": (in_bytes + out_bytes) / ours / 1e6}
 
 
+def check_case(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The common checks of one program (the program builds at import): allclose 1e-4 against fp32
+    PyTorch, two calls agreeing, the error against float64 within max(1e-5, 16 x the fp32 reference's
+    own); suite problems are also timed against eager."""
+    result: dict[str, Any] = {"label": entry["label"], "status": "passed", "message": ""}
+    ref, new, ref64, inputs = load_case(entry, folder)
+    worst = {"max_abs_err": 0.0, "norm_err": 0.0, "ref_norm_err": 0.0}
+    rows = outputs(ref, new, ref64, inputs)
+    for i, (o, a, r, r64) in enumerate(rows):
+        if o.shape != r.shape:
+            return {
+                **result,
+                "status": "wrong_shape",
+                "message": f"output {i}: {tuple(o.shape)} != {tuple(r.shape)}",
+            }
+        worst["max_abs_err"] = max(worst["max_abs_err"], float((o - r).abs().max()))
+        # Both errors against float64 first, so a miss says whose rounding it is.
+        ours, theirs = relative_error(o, r64), relative_error(r, r64)
+        worst["norm_err"], worst["ref_norm_err"] = (
+            max(worst["norm_err"], ours),
+            max(worst["ref_norm_err"], theirs),
+        )
+        if not torch.allclose(o, r, atol=1e-4, rtol=1e-4):
+            return {**result, **worst, "status": "wrong_output", "message": f"output {i}"}
+        if not torch.allclose(o, a, atol=1e-4, rtol=1e-4):  # look-back order may differ by a rounding
+            return {**result, "status": "nondeterministic", "message": f"output {i}: two calls differ"}
+        if ours > max(1e-5, 16 * theirs):
+            return {
+                **result,
+                **worst,
+                "status": "imprecise",
+                "message": f"output {i}: {ours:.3g} vs {theirs:.3g}",
+            }
+    del rows, ref64
+    result.update(worst)
+    if entry["timed"]:
+        result.update(timing_fields(ref, new, inputs))
+    return result
+
+
 def build_program(program: Path, env: dict[str, str]) -> tuple[str, str]:
     """(program name, '' or the build's last error line): importing the program builds it."""
     code = f"import runpy; runpy.run_path({str(program)!r})"
