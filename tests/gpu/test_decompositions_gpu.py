@@ -6,8 +6,9 @@ Cases: tests/fixtures/problems/level2/33_Decomposed_Ops.py (every written-out ca
 level3/7_Stateful_Cell.py (attribute writes, an in-place copy into the attribute, defaulted
 parameters), as planned, as a CUDA graph and at demotion level 1; then the suite problems that use
 them (level1/51-55, level3/22_VanillaRNNState) at full size, timed against eager. The checks and the
-table are test_scan_gpu.py's (allclose 1e-4 against fp32, the error against float64 within
-max(1e-5, 16 x the fp32 reference's own), two calls agreeing).
+table are the shared harness's (tests/support/family_gpu.py: check_case, print_table): allclose 1e-4
+against fp32, the error against float64 within max(1e-5, 16 x the fp32 reference's own), two calls
+agreeing.
 
 The GPU machine lacks pydantic (codegen needs it): write the programs on the CPU with
   python tests/gpu/test_decompositions_gpu.py --write out/decomposed-gpu
