@@ -7,6 +7,8 @@
   make with a copy is the same gather, written into the new shape. `contiguous()` of a tensor that is
   already contiguous returns that tensor, as PyTorch does (no copy, nothing can observe the alias
   that the reference would not have made too); `clone()` always copies;
+- pad (constant) / roll: the window kernel reads each output element at its coordinates moved per
+  dim, a padding element reads the pad value, a roll wraps around;
 - zeros_like / ones_like / full_like: a fill of the input's shape.
 """
 
@@ -18,6 +20,7 @@ from codegen.frontend.layout_ops import MAX_DIMS, PARTS_PER_LAUNCH
 from codegen.schedule.fusion import Group
 
 _GATHER_MODES = {"contiguous": 0, "clone": 0, "tril": 1, "triu": 2}
+_WINDOW_MODES = {"pad": 3, "roll": 4}
 
 
 def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
@@ -36,6 +39,8 @@ def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     epi_init = functor_init(epi, "epi", epi_chain.fields(), "e_")
     if mode in ("cat", "stack"):
         pieces = _concat(helper, args, epi, epi_init)
+    elif mode in ("pad", "roll"):
+        pieces = [_window(helper, args, epi, epi_init)]
     elif mode == "fill":
         helper.lines += [
             f"x = {helper.ref(args['input'])}",
@@ -110,6 +115,42 @@ def _concat(helper: Helper, args: dict, epi: str, epi_init: str) -> list[Piece]:
         call += [offset, "y.data_ptr()", "outer", "total", "inner"]
         pieces.append((params, body, call))
     return pieces
+
+
+def _window(helper: Helper, args: dict, epi: str, epi_init: str) -> Piece:
+    """A pad or a roll: the output's sizes (the input's plus the pads), the input's own sizes and
+    strides, and each dim's move `lo`; one pass, padding elements read `value`."""
+    lo, hi = [int(v) for v in args["lo"]], [int(v) for v in args["hi"]]
+    extra = [a + b for a, b in zip(lo, hi, strict=True)] if args["mode"] == "pad" else [0] * len(lo)
+    helper.lines += [
+        f"x = {helper.ref(args['input'])}",
+        f"shape = [size + extra for size, extra in zip(x.shape, {extra!r})]",
+        "y = torch.empty(shape, device=x.device, dtype=torch.float32)",
+        f"sizes = shape + [1] * ({MAX_DIMS} - x.dim())",
+        f"in_sizes = list(x.shape) + [1] * ({MAX_DIMS} - x.dim())",
+        f"strides = list(x.stride()) + [0] * ({MAX_DIMS} - x.dim())",
+    ]
+    lo8 = lo + [0] * (MAX_DIMS - len(lo))
+    params = [("const float*", "x"), ("float*", "y"), ("int", "nd")]
+    params += [("int64_t", f"size{d}") for d in range(MAX_DIMS)]
+    params += [("int64_t", f"insize{d}") for d in range(MAX_DIMS)]
+    params += [("int64_t", f"stride{d}") for d in range(MAX_DIMS)]
+    params += [("int64_t", "n"), ("float", "fill")]
+    join = ", ".join
+    body = "\n".join(
+        [
+            epi_init,
+            f"  const StitchStrides s{{nd, {{{join(f'size{d}' for d in range(MAX_DIMS))}}}, "
+            f"{{{join(f'stride{d}' for d in range(MAX_DIMS))}}}}};",
+            f"  const StitchWindow w{{{{{join(str(v) for v in lo8)}}}, "
+            f"{{{join(f'insize{d}' for d in range(MAX_DIMS))}}}}};",
+            f"  return stitch_window_run<{_WINDOW_MODES[args['mode']]}, {epi}>(x, y, s, w, n, fill, epi, stream);",
+        ]
+    )
+    call = ["x.data_ptr()", "y.data_ptr()", "x.dim()"]
+    call += [f"sizes[{d}]" for d in range(MAX_DIMS)] + [f"in_sizes[{d}]" for d in range(MAX_DIMS)]
+    call += [f"strides[{d}]" for d in range(MAX_DIMS)] + ["y.numel()", repr(float(args["value"]))]
+    return params, body, call
 
 
 def _gather(helper: Helper, args: dict, epi: str, epi_init: str, alias: bool) -> Piece:

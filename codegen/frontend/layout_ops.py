@@ -1,10 +1,11 @@
 """Classify the ops that only move data: concatenation, stacking, copies, triangle masks, fills.
 
 Why a module of its own: `torch.cat`/`torch.stack` along any dim, `x.contiguous()`, `x.clone()`,
-`torch.tril`/`torch.triu` and `zeros_like`/`ones_like`/`full_like` all become one family (COPY) whose
-kernels (templates/layout.cuh) address their inputs directly: a concatenation is one launch that
-writes every input into its slice of the output, a contiguous copy of a permuted view (ShuffleNet's
-channel shuffle) is one strided gather. Each kernel stores through a fused elementwise epilogue.
+`torch.tril`/`torch.triu`, `F.pad` (constant), `torch.roll` and `zeros_like`/`ones_like`/`full_like`
+all become one family (COPY) whose kernels (templates/layout.cuh) address their inputs directly: a
+concatenation is one launch that writes every input into its slice of the output, a contiguous copy
+of a permuted view (ShuffleNet's channel shuffle) is one strided gather, a pad or a roll one pass
+that reads each output element's moved coordinates. Each kernel stores through a fused elementwise epilogue.
 What the kernels do not produce stays PyTorch with a reason (other dtypes, memory formats, more
 parts than one launch takes).
 """
@@ -15,14 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
+import torch.nn.functional as F
 
 if TYPE_CHECKING:
     from codegen.frontend.ops import Classifier, OpSpec
 
 COPY = "copy"  # the family of data-movement kernels (templates/layout.cuh)
 FILL_OPS = frozenset({"zeros_like", "ones_like", "full_like"})
-COPY_OPS = frozenset({"cat", "stack", "contiguous", "clone", "tril", "triu"}) | FILL_OPS
+WINDOW_OPS = frozenset({"pad", "roll"})
+COPY_OPS = frozenset({"cat", "stack", "contiguous", "clone", "tril", "triu"}) | FILL_OPS | WINDOW_OPS
 COPY_FUNCTIONS: list[tuple[str, list[Any]]] = [
+    ("pad", [F.pad, getattr(torch._C._nn, "pad", F.pad)]),
+    ("roll", [torch.roll]),
     ("stack", [torch.stack]),
     ("clone", [torch.clone]),
     ("tril", [torch.tril]),
@@ -66,6 +71,9 @@ def classify_copy(classifier: Classifier, spec: OpSpec) -> None:
         return
     if op in ("cat", "stack"):
         _concat(classifier, spec)
+        return
+    if op in WINDOW_OPS:
+        _window(classifier, spec)
         return
     x = _input(node)
     value = classifier.value(x)
@@ -124,6 +132,51 @@ def _concat(classifier: Classifier, spec: OpSpec) -> None:
     out_ndim = ndim + (1 if op == "stack" else 0)
     spec.family = COPY
     spec.args = {"inputs": list(parts), "dim": dim % out_ndim, "mode": op}
+
+
+def _ints(value: Any) -> list[int] | None:
+    """An int or a list/tuple of ints as a list; None for anything else (a traced size, a float)."""
+    items = [value] if isinstance(value, int) else value
+    if not isinstance(items, (list, tuple)) or not all(type(v) is int for v in items):
+        return None
+    return list(items)
+
+
+def _window(classifier: Classifier, spec: OpSpec) -> None:
+    """`F.pad(x, pad, 'constant', v)` and `torch.roll(x, shifts, dims)`: the window kernel reads each
+    output element's input coordinates moved by `lo` per dim (args['lo']), padding with `value`
+    outside the input or wrapping around (roll)."""
+    node, op = spec.node, spec.op
+    x = _input(node)
+    value = classifier.value(x)
+    if not _is_f32(value) or value.dim() == 0 or value.dim() > MAX_DIMS:
+        classifier.reject(spec, f"{op} of a tensor that is not float32 with 1 to {MAX_DIMS} dims")
+        return
+    rank = value.dim()
+    lo, hi = [0] * rank, [0] * rank
+    if op == "pad":
+        pads = _ints(_arg(node, 1, "pad"))
+        mode = _arg(node, 2, "mode", "constant")
+        fill = _arg(node, 3, "value", None)
+        fill = 0.0 if fill is None else fill
+        if pads is None or len(pads) % 2 or len(pads) > 2 * rank or mode != "constant":
+            classifier.reject(spec, "pad other than constant padding by constant amounts")
+            return
+        if not isinstance(fill, (int, float)) or isinstance(fill, bool):
+            classifier.reject(spec, "pad with a non-constant value")
+            return
+        for i in range(len(pads) // 2):  # pairs from the last dim backwards
+            lo[rank - 1 - i], hi[rank - 1 - i] = pads[2 * i], pads[2 * i + 1]
+        spec.args = {"input": x, "mode": "pad", "lo": lo, "hi": hi, "value": float(fill)}
+    else:
+        shifts, dims = _ints(_arg(node, 1, "shifts")), _ints(_arg(node, 2, "dims"))
+        if shifts is None or dims is None or len(shifts) != len(dims) or not dims:
+            classifier.reject(spec, "roll without constant shifts and dims (a flattened roll)")
+            return
+        for shift, dim in zip(shifts, dims, strict=True):
+            lo[dim % rank] += shift
+        spec.args = {"input": x, "mode": "roll", "lo": lo, "hi": hi, "value": 0.0}
+    spec.family = COPY
 
 
 def _fill(classifier: Classifier, spec: OpSpec, x: Any) -> None:

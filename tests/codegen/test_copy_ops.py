@@ -89,6 +89,9 @@ def test_concatenations_are_copies_along_their_normalised_dim(body: str, mode: s
         ("x.triu(2)", "triu", "triu"),
         ("torch.zeros_like(x)", "zeros_like", "fill"),
         ("torch.full_like(x, 0.25)", "full_like", "fill"),
+        ("torch.nn.functional.pad(x, (1, 2, 3, 0), value=-1.0)", "pad", "pad"),
+        ("torch.roll(x, shifts=(1, -2), dims=(0, 3))", "roll", "roll"),
+        ("x.roll(3, 2)", "roll", "roll"),
     ],
 )
 def test_copies_fills_and_triangles_are_copy_ops(body: str, op: str, mode: str) -> None:
@@ -106,6 +109,8 @@ def test_copies_fills_and_triangles_are_copy_ops(body: str, op: str, mode: str) 
         ("x.masked_fill(y > 0.5, y[0, 0, 0, 0])", "masked_fill"),  # a tensor fill value
         ("self.drop(x)", "dropout"),  # training-mode dropout with p > 0 is random
         ("torch.zeros_like(x, dtype=torch.float64)", "zeros_like"),
+        ("torch.nn.functional.pad(x, (1, 1, 2, 0), mode='reflect')", "pad"),  # only constant padding
+        ("torch.roll(x, 5)", "roll"),  # a roll of the flattened tensor
     ],
 )
 def test_what_the_kernels_cannot_express_stays_pytorch(body: str, uncovered: str) -> None:
@@ -165,7 +170,8 @@ def families_program() -> tuple[str, Any]:
     assert program.uncovered_ops == [] and program.auto_demoted == []
     kinds = sorted(t for t in program.templates.values() if t.startswith("copy_"))
     expected = ["cat", "cat", "cat", "cat+epilogue", "clone+epilogue", "contiguous", "contiguous"]
-    expected += ["fill", "fill+epilogue", "stack", "stack", "tril", "triu+epilogue"]
+    expected += ["fill", "fill+epilogue", "pad", "pad+epilogue", "roll", "roll+epilogue", "stack", "stack"]
+    expected += ["tril", "triu+epilogue"]
     assert kinds == [f"copy_{k}" for k in expected]
     return program.source, program
 
@@ -181,6 +187,7 @@ def test_copy_programs_never_call_back_into_pytorch_and_pass_the_hack_checks() -
             func = node.func
             called.add(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
     banned = {"cat", "concat", "stack", "clone", "tril", "triu", "zeros_like", "full_like", "masked_fill"}
+    banned |= {"pad", "roll"}
     assert not called & (banned | {"eq", "clamp", "softmax"}), called & banned
     findings = static_findings(source)
     assert [f for f in findings if f["severity"] != "info"] == [], findings
@@ -212,9 +219,10 @@ def test_every_suite_copy_problem_is_fully_covered() -> None:
 def test_every_copy_variant_builds_with_nvcc(tmp_path: Path) -> None:
     program = tmp_path / "copy_solution.py"
     program.write_text(families_program()[0])
-    prefixes = ("cat_", "stack_", "contiguous_", "clone_", "tril_", "triu_", "fill_")
+    prefixes = ("cat_", "stack_", "contiguous_", "clone_", "tril_", "triu_", "fill_", "pad_", "roll_")
     launchers = [n for n in build_and_load(program, FAMILIES) if n.startswith(prefixes)]
-    assert len(launchers) >= 9, launchers
+    assert len(launchers) >= 13, launchers
+    assert any(n.startswith("pad_") for n in launchers) and any(n.startswith("roll_") for n in launchers)
 
 
 def test_a_long_concatenation_takes_one_launch_per_64_parts() -> None:
@@ -320,6 +328,31 @@ int main(int argc, char** argv) {
       });
     };
     if (wide) go(uint64_t{}); else go(uint32_t{});
+  } else if (what == "window") {  // window MODE WIDE fill nd out_sizes... in_sizes... strides... lo... storage
+    const int mode = atoi(argv[2]), wide = atoi(argv[3]);
+    const float fill = (float)atof(argv[4]);
+    StitchStrides s{};
+    StitchWindow w{};
+    s.nd = atoi(argv[5]);
+    int64_t n = 1;
+    for (int d = 0; d < s.nd; ++d) {
+      s.size[d] = atoll(argv[6 + d]);
+      w.in_size[d] = atoll(argv[6 + s.nd + d]);
+      s.stride[d] = atoll(argv[6 + 2 * s.nd + d]);
+      w.lo[d] = atoll(argv[6 + 3 * s.nd + d]);
+      n *= s.size[d];
+    }
+    std::vector<float> x(atoll(argv[6 + 4 * s.nd]));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
+    y.assign(n, -1.0f);
+    auto go = [&](auto tag) {
+      using I = decltype(tag);
+      run(3, 1, 32, [&] {
+        if (mode == 3) stitch_window_kernel<3, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
+        if (mode == 4) stitch_window_kernel<4, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
+      });
+    };
+    if (wide) go(uint64_t{}); else go(uint32_t{});
   } else {  // concat first outer inner size0 size1 size2 (three parts, the output's total after them)
     const int64_t first = atoll(argv[2]), outer = atoll(argv[3]), inner = atoll(argv[4]);
     const int64_t total = atoll(argv[8]);
@@ -409,6 +442,43 @@ def test_the_gather_kernel_copies_strided_views(emulator: Path, make: Any, wide:
     got = _emulate(emulator, "gather", 0, wide, 0, len(dims), *sizes, *strides, base.numel())
     # element i of the base holds i, and the helper passes data_ptr() (the view's first element)
     assert torch.equal(got.view(view.shape) + view.storage_offset(), view.contiguous())
+
+
+@pytest.mark.parametrize("wide", [0, 1])
+@pytest.mark.parametrize(
+    "pads",
+    [
+        (1, 2, 0, 3),  # last dim 1 before / 2 after, the one before 3 after
+        (0, 0, 2, 1, 1, 0),  # Swin's window padding on (H, W) of (B, H, W, C), one more dim
+        (-1, 2, 1, -2),  # negative pads crop
+    ],
+)
+def test_the_window_kernel_pads_like_f_pad(emulator: Path, pads: tuple[int, ...], wide: int) -> None:
+    base = torch.arange(2 * 6 * 5 * 7, dtype=torch.float32).view(2, 6, 5, 7)
+    view = base.transpose(1, 2)  # a strided input
+    expected = torch.nn.functional.pad(view, pads, value=-7.5)
+    lo = [0] * view.dim()
+    for i in range(len(pads) // 2):
+        lo[view.dim() - 1 - i] = pads[2 * i]
+    out_sizes, in_sizes, strides = list(expected.shape), list(view.shape), list(view.stride())
+    args = [3, wide, -7.5, view.dim(), *out_sizes, *in_sizes, *strides, *lo, base.numel()]
+    got = _emulate(emulator, "window", *args).view(expected.shape)
+    assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize(("shifts", "dims"), [((3,), (2,)), ((-2, 4), (1, 3)), ((9, -13), (0, 2))])
+def test_the_window_kernel_rolls_like_torch_roll(
+    emulator: Path, shifts: tuple[int, ...], dims: tuple[int, ...]
+) -> None:
+    base = torch.arange(2 * 6 * 5 * 7, dtype=torch.float32).view(2, 6, 5, 7)
+    view = base.permute(0, 2, 1, 3)
+    expected = torch.roll(view, shifts, dims)
+    lo = [0] * view.dim()
+    for shift, dim in zip(shifts, dims, strict=True):
+        lo[dim] = shift
+    sizes, strides = list(view.shape), list(view.stride())
+    got = _emulate(emulator, "window", 4, 0, 0.0, view.dim(), *sizes, *sizes, *strides, *lo, base.numel())
+    assert torch.equal(got.view(expected.shape), expected)
 
 
 @pytest.mark.parametrize(("mode", "diag"), [(1, 0), (1, -2), (1, 3), (2, 0), (2, 2), (2, -1)])

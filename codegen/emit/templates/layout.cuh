@@ -6,7 +6,9 @@
 // - concat: every part p of a concatenation along one dim copies its [outer, size_p, inner] block into
 //   columns [start_p, start_p + size_p) of the [outer, total, inner] output; blockIdx.y is the part,
 //   so one launch covers all parts and no thread searches for its part; float4 copies where aligned;
-// - fill: y[e] = value (zeros_like, ones_like, full_like).
+// - fill: y[e] = value (zeros_like, ones_like, full_like);
+// - window: y[e] = x at the output's coordinates moved by lo[d] per dim: MODE 3 pads (a coordinate
+//   outside the input reads `fill`; a negative lo crops: F.pad), MODE 4 wraps (torch.roll).
 
 #define STITCH_MAX_DIMS 8
 
@@ -69,6 +71,65 @@ static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, i
     stitch_gather_kernel<MODE, uint32_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
   } else {
     stitch_gather_kernel<MODE, uint64_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
+  }
+  return (int)cudaGetLastError();
+}
+#endif
+
+struct StitchWindow {
+  int64_t lo[STITCH_MAX_DIMS];       // pad: elements added before the input (negative: cropped); roll: shift
+  int64_t in_size[STITCH_MAX_DIMS];  // the input's sizes (StitchStrides holds the output's sizes)
+};
+
+// The input offset of the output's e-th element (row-major in s.size), or -1 for a padding element.
+template <int MODE, class I>
+__device__ __forceinline__ int64_t stitch_window_offset(const StitchStrides& s, const StitchWindow& w, I e) {
+  int64_t off = 0;
+  bool inside = true;
+#pragma unroll
+  for (int d = STITCH_MAX_DIMS - 1; d >= 0; --d) {
+    if (d < s.nd) {
+      const I size = (I)s.size[d];
+      const I q = e / size;
+      int64_t c = (int64_t)(e - q * size) - w.lo[d];
+      e = q;
+      if (MODE == 4) {
+        c %= w.in_size[d];
+        if (c < 0) c += w.in_size[d];
+      } else if (c < 0 || c >= w.in_size[d]) {
+        inside = false;
+      }
+      off += c * s.stride[d];
+    }
+  }
+  return inside ? off : -1;
+}
+
+template <int MODE, class I, class Epi>
+__global__ void stitch_window_kernel(const float* __restrict__ x, float* __restrict__ y, StitchStrides s,
+                                     StitchWindow w, int64_t n, float fill, Epi epi) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
+    const int64_t o = stitch_window_offset<MODE, I>(s, w, (I)e);
+    y[e] = epi.apply(o < 0 ? fill : x[o], e);
+  }
+}
+
+#ifndef STITCH_HOST_EMULATION
+// Sizes are the output's, strides the input's, both outermost first (no dims merged).
+template <int MODE, class Epi>
+static int stitch_window_run(const float* x, float* y, const StitchStrides& s, const StitchWindow& w, int64_t n,
+                             float fill, const Epi& epi, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaGetLastError();
+  int64_t reach = 0;  // the largest offset read
+  for (int d = 0; d < s.nd; ++d) reach += (w.in_size[d] - 1) * s.stride[d];
+  const bool narrow = n < 2147483647LL && reach < 2147483647LL;
+  const int threads = 256;
+  const unsigned blocks = stitch_grid(n, threads, 16);
+  if (narrow) {
+    stitch_window_kernel<MODE, uint32_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
+  } else {
+    stitch_window_kernel<MODE, uint64_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
   }
   return (int)cudaGetLastError();
 }
