@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from codegen.emit.expressions import c_float, op_expr
+from codegen.emit.expressions import INDEX_OPS, c_float, op_expr
 from codegen.frontend.ops import Classifier, OpSpec
 
 
@@ -55,6 +55,7 @@ class Chain:
     scalars: list[Any] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     values: dict[Any, str] = field(default_factory=dict)
+    uses_index: bool = False  # an op reads the element's coordinates (`ei`: its linear index)
 
     def var(self, key: Any) -> str:
         """The C variable holding `key` (an op result, the seed, or an operand)."""
@@ -74,7 +75,8 @@ class Chain:
         return out
 
     def loads(self) -> list[str]:
-        lines = [f"const float x_f{i} = f{i}[e];" for i in range(len(self.full))]
+        lines = ["const int64_t ei = e;"] if self.uses_index else []
+        lines += [f"const float x_f{i} = f{i}[e];" for i in range(len(self.full))]
         lines += [
             f"const float x_b{i} = b{i}[stitch_bidx(e, b{i}_inner, b{i}_count)];"
             for i in range(len(self.bcast))
@@ -125,6 +127,7 @@ def build_chain(
             return f"x_f{find(chain.full, ref)}", None
         return f"x_b{find(chain.bcast, ref)}", None
 
+    chain.uses_index = any(op.op in INDEX_OPS for op in ops)
     for i, op in enumerate(ops):
         pairs = [operand(r) for r in op.operands]
         expr = op_expr(op.op, [p[0] for p in pairs], op.params, [p[1] for p in pairs])

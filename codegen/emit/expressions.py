@@ -10,6 +10,10 @@ import math
 import struct
 from typing import Any
 
+# Ops whose expression reads the element's linear index `ei` (in the chain's shape): the functors
+# define it only for chains that hold one (codegen/emit/chain.py, functors.py).
+INDEX_OPS = frozenset({"masked_fill_tri"})
+
 
 class ExprError(ValueError):
     """An op or parameter the elementwise template cannot express; str() is one line."""
@@ -163,6 +167,12 @@ def op_expr(op: str, args: list[str], params: dict[str, Any], constants: list[An
     if op == "masked_fill_cmp":  # x, a, b: a <cmp> b ? value : x (frontend/mask_ops.py)
         cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[params["cmp"]]
         return f"(({args[1]} {cmp} {args[2]}) ? {_param(params, 'value')} : {a})"
+    if op == "masked_fill_tri":  # x: value where tril/triu(ones(rows, cols), diagonal) (inverted) holds
+        cols, rows, diag = int(params["cols"]), int(params["rows"]), int(params["diagonal"])
+        offset = f"((ei % {cols}LL) - ((ei / {cols}LL) % {rows}LL))"  # column minus row
+        inside = f"({offset} {'<=' if params['lower'] else '>='} {diag}LL)"
+        masked = f"!{inside}" if params["invert"] else inside
+        return f"({masked} ? {_param(params, 'value')} : {a})"
     if op == "clamp_t":  # x, [min], [max] as tensors: NaN-propagating like torch.clamp
         rest = list(args[1:])
         expr = a

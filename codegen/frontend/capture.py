@@ -35,6 +35,7 @@ from torch import nn
 from torch.fx._symbolic_trace import _assert_is_none
 
 from codegen.frontend.decompose import FUNCTION_DECOMPOSITIONS, METHOD_DECOMPOSITIONS, MODULE_DECOMPOSITIONS
+from codegen.frontend.decompose_layout import AUTOWRAP_FUNCTIONS
 from codegen.frontend.rnn_ops import rnn_meta_result
 from tools.problem import exec_problem_source, is_meta_unsupported
 from tools.worker import timing_window
@@ -146,6 +147,10 @@ def _unwrap(tracer: _MetaTracer, value: Any) -> Any:
     return value
 
 
+# What torch makes of a Python type passed as a dtype (`torch.ones(n, dtype=bool)`).
+_PYTHON_DTYPES: dict[Any, torch.dtype] = {bool: torch.bool, int: torch.int64, float: torch.float64}
+
+
 class _MetaProxy(fx.Proxy):
     """A proxy that, in concrete mode, answers shape queries with the traced meta shape."""
 
@@ -172,7 +177,7 @@ class _MetaTracer(fx.Tracer):
     """fx tracer that evaluates each new node on meta values as it records it."""
 
     def __init__(self, inputs: list[Any], concrete: bool, leaves: frozenset[str] = frozenset()) -> None:
-        super().__init__()
+        super().__init__(autowrap_functions=AUTOWRAP_FUNCTIONS)  # einops' functions become graph calls
         self.proxy_buffer_attributes = True  # masks sliced from buffers become graph ops
         self._inputs = list(inputs)
         self._placeholder_index = 0
@@ -186,6 +191,12 @@ class _MetaTracer(fx.Tracer):
 
     def proxy(self, node: fx.Node) -> fx.Proxy:
         return _MetaProxy(node, self)
+
+    def create_arg(self, a: Any) -> Any:
+        """`dtype=bool` (a Python type where torch takes a dtype) as the torch.dtype it stands for."""
+        if isinstance(a, type) and a in _PYTHON_DTYPES:
+            return _PYTHON_DTYPES[a]
+        return super().create_arg(a)
 
     def to_bool(self, obj: fx.Proxy) -> bool:
         """In concrete mode, a branch on metadata (`if x.device != w.device: raise`) takes the way

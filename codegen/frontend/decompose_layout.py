@@ -1,10 +1,11 @@
-"""`torch.einsum` as permutes and GEMMs, `Tensor.unfold` as views, while the tracer records.
+"""`torch.einsum` as permutes and GEMMs, `Tensor.unfold` and `einops.rearrange` as views.
 
 Why: an einsum is one opaque call (PyTorch's own permute-and-bmm planning); written out, each
 contraction is the one GEMM (or batched GEMM) cuBLASLt runs for us, with any operand reordering made
 explicit (a `contiguous()` our strided-gather kernel performs) and the final reordering a view.
 Non-overlapping windows (`x.unfold(d, p, p)`, a ViT's patch extraction) are a narrow, an unflatten
-and a movedim of the input: views, which the consumer then reads or our gather copies.
+and a movedim of the input, and an einops rearrange a reshape, a permute and a reshape: views,
+which the consumer then reads or our gather copies.
 Variants not written out (repeated letters in one operand, broadcasting sizes, overlapping windows)
 return NotImplemented and stay one PyTorch call, listed as uncovered.
 """
@@ -186,5 +187,105 @@ def unfold_method(tracer: fx.Tracer, input: Any, dimension: Any, size: Any, step
     return input.unflatten(dim, (windows, size)).movedim(dim + 1, -1)
 
 
+_ELLIPSIS = "..."
+
+
+def _rearrange_side(text: str) -> list[list[str]] | None:
+    """One side of an einops pattern as items, each a list of axis names ([] for `()`), `...` alone."""
+    items: list[list[str]] = []
+    group: list[str] | None = None
+    for token in text.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            if group is not None:
+                return None
+            group = []
+        elif token == ")":
+            if group is None:
+                return None
+            items.append(group)
+            group = None
+        elif token == _ELLIPSIS or token.isidentifier():
+            if token == _ELLIPSIS and group is not None:
+                return None  # an ellipsis inside parentheses: not written out
+            items.append([token]) if group is None else group.append(token)
+        else:
+            return None  # anonymous axes such as `1`: not written out
+    return None if group is not None else items
+
+
+def _axis_sizes(
+    items: list[list[str]], shape: tuple[int, ...], known: dict[str, int]
+) -> tuple[dict[str, int], list[str]] | None:
+    """Every elementary axis' size (an ellipsis expands to axes named `...0`, `...1`, ...) and the
+    elementary axes in order; None when the sizes do not resolve."""
+    ellipses = sum(item == [_ELLIPSIS] for item in items)
+    if ellipses > 1 or len(items) - ellipses > len(shape) or (not ellipses and len(items) != len(shape)):
+        return None
+    sizes, order = dict(known), []
+    dims = iter(shape)
+    for item in items:
+        if item == [_ELLIPSIS]:
+            for i in range(len(shape) - (len(items) - 1)):
+                sizes[f"...{i}"] = next(dims)
+                order.append(f"...{i}")
+            continue
+        size = next(dims)
+        unknown = [name for name in item if name not in sizes]
+        if len(unknown) > 1:
+            return None
+        rest = math.prod(sizes[name] for name in item if name in sizes)
+        if unknown:
+            if rest == 0 or size % rest:
+                return None
+            sizes[unknown[0]] = size // rest
+        elif rest != size:
+            return None
+        order += item
+    return sizes, order
+
+
+def rearrange(tracer: fx.Tracer, tensor: Any, pattern: Any, **axes_lengths: Any) -> Any:
+    """`einops.rearrange` as a reshape to the elementary axes, a permute, and a reshape to the
+    output's groups (each skipped when it changes nothing); only patterns made of names, groups and
+    one ellipsis, with every output axis an input axis."""
+    if not isinstance(pattern, str) or "->" not in pattern or rank_of(tracer, tensor) < 0:
+        return NotImplemented
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in axes_lengths.values()):
+        return NotImplemented
+    left_text, right_text = pattern.split("->", 1)
+    left, right = _rearrange_side(left_text), _rearrange_side(right_text)
+    if left is None or right is None:
+        return NotImplemented
+    resolved = _axis_sizes(left, shape_of(tracer, tensor), axes_lengths)
+    if resolved is None:
+        return NotImplemented
+    sizes, order = resolved
+    ellipsis_axes = [name for name in order if name.startswith(_ELLIPSIS)]
+    out_items: list[list[str]] = []
+    for item in right:  # an ellipsis stands for its axes one by one
+        out_items += [[name] for name in ellipsis_axes] if item == [_ELLIPSIS] else [item]
+    out_order = [name for item in out_items for name in item]
+    if sorted(out_order) != sorted(order) or len(set(order)) != len(order):
+        return NotImplemented  # a new or repeated axis (repeat / reduce): not written out
+    current = tensor
+    if len(order) != rank_of(tracer, tensor):
+        current = current.reshape(*[sizes[name] for name in order])
+    perm = [order.index(name) for name in out_order]
+    if perm != list(range(len(perm))):
+        current = current.permute(*perm)
+    out_shape = [math.prod(sizes[name] for name in item) for item in out_items]
+    if out_shape != [sizes[name] for name in out_order] or len(out_items) != len(out_order):
+        current = current.reshape(*out_shape)
+    return current
+
+
 LAYOUT_FUNCTIONS: dict[Any, Callable[..., Any]] = {torch.einsum: einsum}
+try:  # einops is optional: problems that import it need it installed anyway
+    import einops
+
+    LAYOUT_FUNCTIONS[einops.rearrange] = rearrange
+    # functions fx must record as calls when a problem calls them by their bare names
+    AUTOWRAP_FUNCTIONS: tuple[Callable[..., Any], ...] = (einops.rearrange, einops.repeat, einops.reduce)
+except ImportError:  # pragma: no cover - einops missing
+    AUTOWRAP_FUNCTIONS = ()
 LAYOUT_METHODS: dict[str, Callable[..., Any]] = {"unfold": unfold_method}

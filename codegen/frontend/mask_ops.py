@@ -6,12 +6,15 @@ chain value. `x.masked_fill(a == b, v)` (MinGPT's causal mask: `att.masked_fill(
 `x, a, b` that compares and selects in registers; the comparison node is absorbed (`args['lead']`),
 never materialised, and the fill then fuses like any elementwise op (a GEMM's epilogue, a softmax's
 prologue). `clamp(x, min=t, max=u)` with tensor bounds is `clamp_t` over `x, t, u`.
-A comparison used any other way, or a mask that is already a bool tensor, stays PyTorch.
+A triangle of ones (`~torch.tril(torch.ones(T, T, dtype=torch.bool))`, Mamba's segment-sum mask)
+is computed in registers from each element's row and column (`masked_fill_tri`), the mask's nodes
+absorbed. A comparison used any other way, or any other bool tensor mask, stays PyTorch.
 """
 
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -81,8 +84,9 @@ def _masked_fill_parts(classifier: Classifier, node: fx.Node) -> tuple[Any, Any,
         return "masked_fill with a non-constant value"
     if classifier.is_inplace_node(node):
         return "in-place masked_fill_"
-    if not isinstance(mask, fx.Node) or comparison(classifier, mask) is None:
-        return "masked_fill with a mask that is not a comparison of float tensors"
+    is_triangle = isinstance(mask, fx.Node) and triangle_mask(classifier, mask) is not None
+    if not isinstance(mask, fx.Node) or (comparison(classifier, mask) is None and not is_triangle):
+        return "masked_fill with a mask that is neither a comparison of float tensors nor a triangle of ones"
     if len(mask.users) != 1:
         return "masked_fill whose mask is used elsewhere"
     out, xv = classifier.value(node), classifier.value(x)
@@ -104,11 +108,113 @@ def classify_mask(classifier: Classifier, spec: OpSpec) -> None:
         classifier.reject(spec, parts)
         return
     x, mask, value = parts
+    triangle = triangle_mask(classifier, mask)
+    if triangle is not None:
+        rows, cols = triangle.rows, triangle.cols
+        if tuple(classifier.value(x).shape)[-2:] != (rows, cols):
+            classifier.reject(spec, "masked_fill whose triangle mask broadcasts other than over leading dims")
+            return
+        params: dict[str, Any] = {"rows": rows, "cols": cols, "diagonal": triangle.diagonal}
+        params |= {"lower": triangle.lower, "invert": triangle.invert, "value": float(value)}
+        spec.op, spec.family = "masked_fill_tri", ELEMENTWISE
+        spec.args = {"operands": [x], "params": params, "lead": triangle.nodes}
+        return
     cmp = comparison(classifier, mask)
     assert cmp is not None
     op, a, b = cmp
     spec.op, spec.family = "masked_fill_cmp", ELEMENTWISE
     spec.args = {"operands": [x, a, b], "params": {"cmp": op, "value": float(value)}, "lead": [mask]}
+
+
+TRIANGLE_MASK_OPS = frozenset({"ones", "tril", "triu", "invert", "logical_not", "bitwise_not"})
+_NOT_OPS = ("invert", "logical_not", "bitwise_not")
+
+
+@dataclass
+class TriangleMask:
+    """`tril(ones(rows, cols, dtype=bool), diagonal)` (or triu), perhaps inverted: a mask that depends
+    only on an element's row and column, computed in registers instead of read from memory."""
+
+    rows: int
+    cols: int
+    diagonal: int
+    lower: bool
+    invert: bool
+    nodes: list[fx.Node]  # ones, tril/triu, [invert]: graph order, absorbed by the masked_fill
+
+
+def _only_argument(node: fx.Node) -> Any:
+    return node.args[0] if node.args else node.kwargs.get("input", node.kwargs.get("self"))
+
+
+def _constant_sizes(node: fx.Node) -> list[int] | None:
+    """The sizes of `torch.ones(r, c, ...)` / `torch.ones((r, c), ...)` when they are constants."""
+    sizes: Any = (
+        node.args[0] if len(node.args) == 1 and isinstance(node.args[0], (list, tuple)) else node.args
+    )
+    sizes = node.kwargs.get("size", sizes)
+    if not isinstance(sizes, (list, tuple)) or not all(type(v) is int for v in sizes):
+        return None
+    return list(sizes)
+
+
+def triangle_mask(classifier: Classifier, mask: fx.Node) -> TriangleMask | None:
+    """The triangle `mask` stands for, when it is one (each of its nodes used only on the way)."""
+    if not isinstance(mask, fx.Node) or not mask.op.startswith("call"):
+        return None
+    value = classifier.value(mask)
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.bool or value.dim() != 2:
+        return None
+    nodes = [mask]
+    node, invert = mask, False
+    if classifier.canonical(node) in _NOT_OPS and len(node.args) == 1 and not node.kwargs:
+        inner = node.args[0]
+        if not isinstance(inner, fx.Node) or not inner.op.startswith("call"):
+            return None
+        invert, node = True, inner
+        nodes.insert(0, node)
+    kind = classifier.canonical(node)
+    diagonal = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+    ones = _only_argument(node)
+    if kind not in ("tril", "triu") or type(diagonal) is not int or not isinstance(ones, fx.Node):
+        return None
+    if not ones.op.startswith("call") or classifier.canonical(ones) != "ones":
+        return None
+    sizes = _constant_sizes(ones)
+    if sizes is None or len(sizes) != 2 or set(ones.kwargs) - {"size", "dtype", "device"}:
+        return None
+    nodes.insert(0, ones)
+    if any(len(n.users) != 1 for n in nodes[:-1]):
+        return None  # a piece of the mask is read elsewhere: it has to exist in memory
+    return TriangleMask(sizes[0], sizes[1], diagonal, kind == "tril", invert, nodes)
+
+
+def _is_masked_fill(node: fx.Node) -> bool:
+    return (node.op == "call_method" and node.target == "masked_fill") or (
+        node.op == "call_function" and node.target is torch.masked_fill
+    )
+
+
+def absorbed_triangle(classifier: Classifier, spec: OpSpec) -> bool:
+    """Is `spec` a piece of a triangle mask that a masked_fill computes in registers? Then it is
+    absorbed (listed in the fill's `args['lead']`, never a step of its own)."""
+    node = spec.node
+    while len(node.users) == 1:
+        (user,) = node.users
+        if _is_masked_fill(user):
+            parts = _masked_fill_parts(classifier, user)
+            if isinstance(parts, str) or parts[1] is not node:
+                return False
+            triangle = triangle_mask(classifier, node)
+            if triangle is None or spec.node not in triangle.nodes:
+                return False
+            if tuple(classifier.value(parts[0]).shape)[-2:] != (triangle.rows, triangle.cols):
+                return False
+            spec.family, spec.reason = ELEMENTWISE, ""
+            spec.args = {"operands": [], "params": {}, "absorbed": True}
+            return True
+        node = user
+    return False
 
 
 def absorbed_comparison(classifier: Classifier, spec: OpSpec) -> bool:

@@ -45,7 +45,15 @@ from codegen.frontend.families import SOFTMAX as SOFTMAX
 from codegen.frontend.families import VIEW as VIEW
 from codegen.frontend.layout_ops import COPY as COPY  # re-exported with the other family names
 from codegen.frontend.layout_ops import COPY_OPS, classify_copy, copying_reshape, noop_conversion
-from codegen.frontend.mask_ops import COMPARE_OPS, MASK_OPS, absorbed_comparison, classify_mask, tensor_clamp
+from codegen.frontend.mask_ops import (
+    COMPARE_OPS,
+    MASK_OPS,
+    TRIANGLE_MASK_OPS,
+    absorbed_comparison,
+    absorbed_triangle,
+    classify_mask,
+    tensor_clamp,
+)
 from codegen.frontend.norm_ops import NORM as NORM
 from codegen.frontend.norm_ops import NORM_OPS, classify_norm
 from codegen.frontend.pool_ops import POOL as POOL
@@ -147,17 +155,23 @@ class Classifier:
             classify_rnn(self, spec)
         elif op in AXIS_OPS:
             classify_axis(self, spec)
-        elif op in COPY_OPS:
+        elif op in COPY_OPS and not (op in TRIANGLE_MASK_OPS and absorbed_triangle(self, spec)):
             classify_copy(self, spec)
         elif op in MASK_OPS:
             classify_mask(self, spec)
-        elif (op in COMPARE_OPS and absorbed_comparison(self, spec)) or (
-            op == "to" and noop_conversion(self, spec)
+        elif (
+            (op in COMPARE_OPS and absorbed_comparison(self, spec))
+            or (op in TRIANGLE_MASK_OPS and absorbed_triangle(self, spec))
+            or (op == "to" and noop_conversion(self, spec))
         ):
             pass  # a comparison a masked fill absorbs, or a conversion that changes nothing (a view)
         else:
             spec.reason = f"no template for {op}"
         return spec
+
+    def canonical(self, node: fx.Node) -> str:
+        """The canonical op kind of a call node (`torch.tril`, `x.tril()` -> "tril")."""
+        return self._canonical(node)
 
     def _canonical(self, node: fx.Node) -> str:
         if node.op == "call_module":

@@ -19,6 +19,7 @@ from support.demotion import assert_demoted_program_matches
 from support.nvcc_build import NVCC, build_and_load
 
 from codegen.emit.assemble import Options, assemble
+from codegen.emit.expressions import op_expr
 from codegen.frontend.ops import COPY, ELEMENTWISE, OTHER
 from codegen.policy import OfflinePolicy
 from codegen.schedule.plan import analyse
@@ -510,3 +511,64 @@ def test_the_concat_kernel_writes_each_part_into_its_slice(
     ]
     assert torch.equal(got[:, first:], torch.cat(parts, 1).float())
     assert bool((got[:, :first] == -1).all())  # an earlier launch's columns are left alone
+
+
+@pytest.mark.parametrize(
+    ("mask", "lower", "diagonal", "invert"),
+    [
+        ("~torch.tril(torch.ones(4, 8, dtype=torch.bool, device=x.device))", True, 0, True),
+        ("torch.ones(4, 8, dtype=torch.bool, device=x.device).triu(2)", False, 2, False),
+        (
+            "torch.tril(torch.ones((4, 8), dtype=torch.bool, device=x.device), diagonal=-1).logical_not()",
+            True,
+            -1,
+            True,
+        ),
+    ],
+)
+def test_a_triangle_of_ones_is_computed_in_registers(
+    mask: str, lower: bool, diagonal: int, invert: bool
+) -> None:
+    analysis = analyse(task(f"torch.relu(x).masked_fill({mask}, -2.5)"))
+    (fill,) = [s for s in analysis.specs if s.op == "masked_fill_tri"]
+    assert fill.family == "elementwise" and fill.args["operands"][0].name == "relu"
+    expected = {"rows": 4, "cols": 8, "diagonal": diagonal, "lower": lower, "invert": invert, "value": -2.5}
+    assert fill.args["params"] == expected
+    pieces = [s for s in analysis.specs if s.node in fill.args["lead"]]
+    assert [s.args.get("absorbed") for s in pieces] == [True] * (3 if invert else 2)
+    program = assemble(analysis, Options())
+    assert program.uncovered_ops == [] and "masked_fill_tri" in program.covered_ops
+    forward = program.source.split("def forward")[1]
+    assert "ones(" not in forward and "tril(" not in forward  # the mask is never made
+
+
+def test_a_triangle_mask_read_elsewhere_stays_pytorch() -> None:
+    body = "x.masked_fill(m2 := torch.ones(4, 8, dtype=torch.bool, device=x.device).tril(), 0.0), m2.float()"
+    program = assemble(analyse(task(body)), Options())
+    assert "masked_fill" in program.uncovered_ops
+
+
+@pytest.mark.parametrize(
+    ("lower", "diagonal", "invert"), [(True, 0, True), (False, 2, False), (True, -1, False)]
+)
+def test_the_triangle_expression_matches_masked_fill(
+    tmp_path: Path, lower: bool, diagonal: int, invert: bool
+) -> None:
+    """The C expression (compiled with g++) over every element of a (2, 3, 5, 7) tensor."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    params = {"rows": 5, "cols": 7, "diagonal": diagonal, "lower": lower, "invert": invert, "value": -2.5}
+    expr = op_expr("masked_fill_tri", ["x"], params, [None])
+    source = "#include <cmath>\n#include <cstdint>\n#include <cstdio>\nint main() {\n"
+    source += f'  for (int64_t ei = 0; ei < 210; ++ei) {{ const float x = (float)ei; printf("%.1f\\n", {expr}); }}\n}}\n'
+    (tmp_path / "tri.cpp").write_text(source)
+    subprocess.run([compiler, "-O1", str(tmp_path / "tri.cpp"), "-o", str(tmp_path / "tri")], check=True)
+    out = subprocess.run([str(tmp_path / "tri")], check=True, capture_output=True, text=True).stdout
+    got = torch.tensor([float(v) for v in out.split()]).view(2, 3, 5, 7)
+    ones = torch.ones(5, 7, dtype=torch.bool)
+    mask = torch.tril(ones, diagonal) if lower else torch.triu(ones, diagonal)
+    expected = (
+        torch.arange(210, dtype=torch.float32).view(2, 3, 5, 7).masked_fill(~mask if invert else mask, -2.5)
+    )
+    assert torch.equal(got, expected)

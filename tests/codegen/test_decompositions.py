@@ -216,3 +216,81 @@ def test_an_optional_parameter_at_its_default_is_traced_and_checked() -> None:
         """
     )
     assert plan.traced and plan.uncovered_ops == []
+
+
+einops = pytest.importorskip("einops")
+
+REARRANGE = """
+from einops import rearrange
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return (
+            rearrange(x, "b (c l) ... -> b c l ...", l=4),
+            rearrange(x, "b t h d -> b h t d"),
+            rearrange(x, "b t h d -> (b h) (t d)"),
+            rearrange(y, "(b h) w -> b w h", h=3),
+            rearrange(x, "b t ... -> (b t) ..."),
+        )
+
+
+def get_inputs():
+    return [torch.rand(2, 12, 3, 5), torch.rand(6, 7)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_einops_rearrange_is_written_out_as_reshapes_and_permutes(tmp_path: Path) -> None:
+    path = tmp_path / "rearrange.py"
+    path.write_text(HEADER + REARRANGE)
+    task = task_of(path)
+    _, traced = trace_problem(task.source, task.name)
+    assert not [n for n in traced.graph.nodes if n.op == "call_function" and n.target is einops.rearrange]
+    x, y = torch.rand(2, 12, 3, 5, dtype=torch.float64), torch.rand(6, 7, dtype=torch.float64)
+    module = torch.fx.GraphModule(traced.root, traced.graph)
+    expected = exec_problem_source(task.source, task.name).Model()(x, y)
+    for want, got in zip(expected, module(x, y), strict=True):
+        assert torch.equal(got, want)
+    plan = OfflinePolicy().plan(task, None)
+    assert plan.uncovered_ops == [] and "copy" in [g.kind for g in plan.groups]  # the permuted merges
+
+
+def test_einops_repeat_stays_one_named_call() -> None:
+    plan = plan_of(
+        """
+        from einops import repeat
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return repeat(x, "b d -> b r d", r=3) * 2.0
+
+
+        def get_inputs():
+            return [torch.rand(4, 8)]
+
+
+        def get_init_inputs():
+            return []
+        """
+    )
+    assert plan.traced and plan.uncovered_ops == ["repeat"]
+
+
+def test_a_chunked_state_space_scan_is_fully_ours_and_exact() -> None:
+    """Mamba2's SSD (KernelBench level3/48-49) at small sizes: rearranges, a triangle-masked
+    segment sum, four-operand einsums, a pad; the graph in float64 equals the reference."""
+    task = task_of(FIXTURES / "problems" / "level3" / "8_SSD_Chunked_Scan.py")
+    plan = OfflinePolicy().plan(task, None)
+    assert plan.traced and plan.uncovered_ops == []
+    assert {"masked_fill_tri", "bmm", "cumsum", "pad"} <= set(plan.covered_ops)
+    _, traced = trace_problem(task.source, task.name)
+    reference, problem = reference_model(task)
+    reference = reference.double()
+    graph_module = torch.fx.GraphModule(reference, traced.graph)  # the reference's own parameters
+    x = problem.get_inputs()[0].double()
+    torch.testing.assert_close(graph_module(x), reference(x), rtol=1e-12, atol=1e-12)

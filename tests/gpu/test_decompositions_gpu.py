@@ -4,8 +4,9 @@ and their speed.
 
 Cases: tests/fixtures/problems/level2/33_Decomposed_Ops.py (every written-out call at odd sizes) and
 level3/7_Stateful_Cell.py (attribute writes, an in-place copy into the attribute, defaulted
-parameters), as planned, as a CUDA graph and at demotion level 1; then the suite problems that use
-them (level1/51-55, level3/22_VanillaRNNState) at full size, timed against eager. The checks and the
+parameters) and level3/8_SSD_Chunked_Scan.py (einops, a triangle-masked segment sum, four-operand
+einsums), as planned, as a CUDA graph and at demotion level 1; then the suite problems that use
+them (level1/51-55, level3/22_VanillaRNNState, level3/23_Mamba2SSD) at full size, timed against eager. The checks and the
 table are the shared harness's (tests/support/family_gpu.py: check_case, print_table): allclose 1e-4
 against fp32, the error against float64 within max(1e-5, 16 x the fp32 reference's own), two calls
 agreeing.
@@ -39,6 +40,7 @@ SUITE_NAMES = (
     "level1/54_KLDivLoss",
     "level1/55_Einsum_AttentionScores",
     "level3/22_VanillaRNNState",
+    "level3/23_Mamba2SSD",
 )
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -49,6 +51,7 @@ def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
     problems = [
         ("decomposed", FIXTURES / "level2" / "33_Decomposed_Ops.py", False),
         ("stateful", FIXTURES / "level3" / "7_Stateful_Cell.py", False),
+        ("ssd", FIXTURES / "level3" / "8_SSD_Chunked_Scan.py", False),
     ]
     problems += [(name.split("/")[1], SUITE / f"{name}.py", True) for name in SUITE_NAMES]
     return write_family_programs(folder, problems, arch)
