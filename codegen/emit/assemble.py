@@ -356,10 +356,11 @@ def _program_text(
         parts.append(
             f"_ext = _stitch_build({name!r}, CUDA_SRC, CPP_SRC, {arch_digits(options.arch)!r}, use_cublas={uses_gemm}{cudnn})"
         )
+    model = _model_class(analysis, body, options.cuda_graph, matched_body)
     if analysis.source.prelude:
-        parts.append("\n\n".join(analysis.source.prelude))
+        parts.append("\n\n".join(_prelude_used(analysis, "\n".join(helpers) + model)))
     parts.extend(h.rstrip() for h in helpers)
-    parts.append(_model_class(analysis, body, options.cuda_graph, matched_body))
+    parts.append(model)
     return "\n\n\n".join(p.rstrip() for p in parts if p.strip()) + "\n"
 
 
@@ -367,7 +368,8 @@ def _model_class(
     analysis: Analysis, body: list[str], cuda_graph: bool, matched_body: list[str] | None = None
 ) -> str:
     source = analysis.source
-    members = [indent(m, 4) for m in source.class_members]
+    forward_text = "\n".join(body + (matched_body or []))
+    members = [indent(m, 4) for m in _members_used(source.class_members, forward_text)]
     signature = source.forward_signature
     params = ", ".join(source.forward_params)
     forward_body = indent("\n".join(body), 8)
@@ -384,6 +386,64 @@ def _model_class(
     if matched_body is not None:
         forward += f"\n\n    def _stitch_forward_tf32({signature}):\n{indent(chr(10).join(matched_body), 8)}"
     return "class ModelNew(nn.Module):\n" + "\n\n".join(members + [forward]) + "\n"
+
+
+def _members_used(members: list[str], forward_text: str) -> list[str]:
+    """Model's members without the helper methods the regenerated forward no longer calls (Mamba's
+    `segsum`): their PyTorch code would sit in the program unused (and read as a fallback). A
+    method stays when the forward or another kept member names it. Also used on the prelude's
+    top-level statements (functions nobody names go)."""
+    named: dict[int, str] = {}
+    for i, member in enumerate(members):
+        tree = ast.parse(member)
+        node = tree.body[0] if len(tree.body) == 1 else None
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("__") and not node.decorator_list:
+            named[i] = node.name
+    kept = set(range(len(members))) - set(named)
+    changed = True
+    while changed:  # keep what the forward or a kept member names, until nothing more is needed
+        changed = False
+        text = forward_text + "\n".join(members[i] for i in kept)
+        for i, name in named.items():
+            if i not in kept and re.search(rf"\b{re.escape(name)}\b", text):
+                kept.add(i)
+                changed = True
+    return [m for i, m in enumerate(members) if i in kept]
+
+
+def _prelude_used(analysis: Analysis, program_text: str) -> list[str]:
+    """The problem's top-level code, with the forward (and the helper methods only it called) taken
+    out of the nn.Module classes the trace went through, and then the top-level functions nothing
+    left names: the regenerated forward computes their work, so their PyTorch code would sit in the
+    program unused. A class still called as one module by the graph (a leaf the tracer kept) keeps
+    all of it."""
+    traced = analysis.traced
+    if traced is None:
+        return list(analysis.source.prelude)
+    called = {
+        type(traced.root.get_submodule(str(n.target))).__name__
+        for n in traced.graph.nodes
+        if n.op == "call_module"
+    }
+    out = []
+    for statement in analysis.source.prelude:
+        tree = ast.parse(statement)
+        node = tree.body[0] if len(tree.body) == 1 else None
+        if not isinstance(node, ast.ClassDef) or node.name in called or not _is_module_class(node):
+            out.append(statement)
+            continue
+        members = [
+            ast.unparse(m) for m in node.body if not (isinstance(m, ast.FunctionDef) and m.name == "forward")
+        ]
+        kept = _members_used(members, "")
+        node.body = [ast.parse(m).body[0] for m in kept] or [ast.Pass()]
+        out.append(ast.unparse(node))
+    return _members_used(out, program_text)
+
+
+def _is_module_class(node: ast.ClassDef) -> bool:
+    """A class deriving from nn.Module (spelled nn.Module, torch.nn.Module or Module)."""
+    return any(ast.unparse(base).split(".")[-1] == "Module" for base in node.bases)
 
 
 def _untraced_program(analysis: Analysis, options: Options, reason: str = "") -> Program:
