@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tools.meta_rnn import MetaRnnShapes
 from tools.worker.loading import ProblemError, error_line, exec_problem_source, one_line
 
 LEVEL_NAMES = ("level1", "level2", "level3", "level4")
@@ -197,7 +198,7 @@ def _run(
             f"{filename}: {stage} raised {type(exc).__name__}{error_line(exc, filename)}: {one_line(exc)}"
         )
 
-    with torch.random.fork_rng(devices=[]), torch.no_grad(), device:
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), device, MetaRnnShapes():
         module = exec_problem_source(source, file.stem, filename)
         try:
             init_args = module.get_init_inputs()

@@ -36,7 +36,7 @@ from torch.fx._symbolic_trace import _assert_is_none
 
 from codegen.frontend.decompose import FUNCTION_DECOMPOSITIONS, METHOD_DECOMPOSITIONS, MODULE_DECOMPOSITIONS
 from codegen.frontend.decompose_layout import AUTOWRAP_FUNCTIONS
-from codegen.frontend.rnn_ops import rnn_meta_result
+from tools.meta_rnn import MetaRnnShapes
 from tools.problem import exec_problem_source, is_meta_unsupported
 from tools.worker import timing_window
 
@@ -295,9 +295,8 @@ class _MetaTracer(fx.Tracer):
         if kind == "call_method":
             return getattr(args_v[0], target)(*args_v[1:], **kwargs_v)
         if kind == "call_module":
-            module = self.root.get_submodule(target)
-            shortcut = rnn_meta_result(module, args_v, kwargs_v)
-            return module(*args_v, **kwargs_v) if shortcut is None else shortcut
+            with MetaRnnShapes():  # a recurrent layer's shapes without its step-by-step meta kernel
+                return self.root.get_submodule(target)(*args_v, **kwargs_v)
         if kind == "get_attr":
             obj: Any = self.root
             for part in target.split("."):

@@ -42,26 +42,6 @@ class RnnParams:
     bias: bool
 
 
-def rnn_meta_result(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The meta value an RNN module call returns, from its shapes alone (None: run the module).
-
-    Why: PyTorch's meta kernel for `torch.lstm` decomposes the recurrence step by step in Python,
-    seconds per call at suite sizes; the result's shapes follow from the module's sizes directly."""
-    if not isinstance(module, nn.RNNBase) or module.proj_size:
-        return None
-    x = args[0] if args else kwargs.get("input")
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.device.type != "meta":
-        return None
-    directions = 2 if module.bidirectional else 1
-    batch, seq = (x.shape[0], x.shape[1]) if module.batch_first else (x.shape[1], x.shape[0])
-    seq_shape = (batch, seq) if module.batch_first else (seq, batch)
-    out = x.new_empty((*seq_shape, directions * module.hidden_size))
-    state = (module.num_layers * directions, batch, module.hidden_size)
-    if isinstance(module, nn.LSTM):
-        return out, (x.new_empty(state), x.new_empty(state))
-    return out, x.new_empty(state)
-
-
 def _hidden_state(value: Any, params: RnnParams) -> bool:
     expected = (params.layers * params.directions, params.batch, params.hidden)
     return isinstance(value, torch.Tensor) and value.dtype == torch.float32 and tuple(value.shape) == expected
