@@ -1,6 +1,6 @@
 """A headless Chromium driven over the DevTools protocol: open a report page, check it, take a screenshot.
 
-    python -m evals.report.browser PAGE.html SHOT.png [--width 1280] [--height 1800] [--scale 0.5]
+    python -m evals.report.browser PAGE.html SHOT.png [--width 1280] [--height 1800] [--scale 0.5] [--full-page]
 
 Why a real browser: a page that parses is not a page that shows; only a browser says whether every
 inline image decoded (naturalWidth > 0) and whether the table's script sorts. Chromium runs with
@@ -161,9 +161,20 @@ class Browser:
         """Images (how many, how many decoded, which are broken), problem-table rows and the title."""
         return dict(json.loads(self.evaluate(PAGE_CHECK)))
 
-    def screenshot(self, target: Path) -> Path:
-        """The top of the page (width x height CSS pixels at the device scale) as PNG."""
-        data = self.call("Page.captureScreenshot", format="png")["data"]
+    def page_size(self) -> tuple[int, int]:
+        """The whole document's width and height in CSS pixels (not just the window's)."""
+        size = self.call("Page.getLayoutMetrics")["cssContentSize"]
+        return int(size["width"]), int(size["height"])
+
+    def screenshot(self, target: Path, full_page: bool = False) -> Path:
+        """The window (width x height CSS pixels at the device scale) as PNG; with `full_page`, the whole
+        document from top to bottom at the same width and scale."""
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            _, height = self.page_size()
+            clip = {"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1}
+            params |= {"clip": clip, "captureBeyondViewport": True}
+        data = self.call("Page.captureScreenshot", **params)["data"]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(base64.b64decode(data))
         return target
@@ -178,12 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=1800)
     parser.add_argument("--scale", type=float, default=1.0, help="device scale factor (0.5: a small image)")
+    parser.add_argument(
+        "--full-page", action="store_true", help="the whole page, not only the window's height"
+    )
     args = parser.parse_args(argv)
     try:
         with Browser(args.width, args.height, args.scale) as browser:
             browser.open(Path(args.page))
             facts = browser.check()
-            browser.screenshot(Path(args.shot))
+            browser.screenshot(Path(args.shot), full_page=args.full_page)
     except BrowserError as exc:
         print(f"browser: {exc}", file=sys.stderr)
         return 1

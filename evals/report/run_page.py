@@ -1,4 +1,5 @@
-"""One run's HTML twin of report.md: trajectory, time split and kernel roofline as plots, plus the tables.
+"""One run's HTML twin of report.md: trajectory, time split and kernel roofline as plots, plus the tables
+(and, for an LLM run, report.md's table of model calls).
 
 Why: a run's report.md says what happened turn by turn; the twin shows it at a glance (which
 candidates failed, where the time went, where each kernel sits under the roofs). It reads only
@@ -24,6 +25,7 @@ from evals.report.figures import (
     new_figure,
     png_bytes,
 )
+from nodes.llm.call_log import call_step, short_model, summary_line
 from nodes.support.run_summary import (
     best_origin,
     kernel_roofline,
@@ -34,6 +36,7 @@ from nodes.support.run_summary import (
 )
 
 MODE_COLOURS = {"write": "#1f77b4", "fix": "#d62728", "optimize": OURS}
+OUTCOME_CSS = {"parsed": "good", "repaired": "", "rejected": "bad", "failed": "bad"}
 PART_COLOURS = ("#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#bab0ac", "#76b7b2")
 
 
@@ -173,6 +176,36 @@ def _kernel_table(roofline: dict[str, Any] | None) -> str:
     return h.table(["kernel", "launches", "us", "FLOP/B", "GFLOP/s", "GB/s", "bound"], rows)
 
 
+def _model_calls(report: dict[str, Any]) -> str:
+    """report.md's "Model calls" section: one row per request and what became of its answer (LLM runs)."""
+    calls = report.get("model_calls") or []
+    if not calls:
+        return ""
+    rows = [
+        [
+            h.number(number, "d"),
+            h.Cell(str(call.get("role") or "-")),
+            h.Cell(call_step(call)),
+            h.Cell(short_model(str(call.get("model") or ""))),
+            h.number(call.get("latency_s"), ".1f"),
+            h.number(call.get("answer_chars"), "d"),
+            h.Cell(f"{call.get('input_tokens') or '-'}/{call.get('output_tokens') or '-'}"),
+            h.Cell(str(call.get("finish_reason") or "-")),
+            h.Cell(str(call.get("outcome")), css=OUTCOME_CSS.get(str(call.get("outcome")), "")),
+            h.Cell(str(call.get("detail") or "")),
+        ]
+        for number, call in enumerate(calls, 1)
+    ]
+    headers = ["#", "role", "step", "model", "s", "answer chars", "tokens in/out", "finish", "outcome"]
+    return "\n".join(
+        [
+            "<h2>Model calls</h2>",
+            f'<p class="note">{h.escape(summary_line(calls))}</p>',
+            h.table([*headers, "detail"], rows, ident="model-calls"),
+        ]
+    )
+
+
 def write_run_page(run_dir: Path) -> Path:
     """RUN_DIR/report.html plus report-trajectory/-time/-kernels.png; ValueError without report.json."""
     path = run_dir / "report.json"
@@ -210,6 +243,7 @@ def write_run_page(run_dir: Path) -> Path:
             "<h2>Kernel roofline (Nsight Compute)</h2>",
             h.image(pngs["kernels"], "kernel roofline", "fp32 FLOPs per DRAM byte against achieved FLOP/s"),
             _kernel_table(report["kernel_roofline"]),
+            _model_calls(report),
         ]
     )
     target = run_dir / "report.html"

@@ -141,7 +141,10 @@ def roofline(points: Sequence[RooflinePoint], ceilings_of: Any) -> bytes:
                 ax.plot(point.intensity, eager, "o", mfc="white", mec=EAGER, markersize=5)
             if ours:
                 ax.plot(point.intensity, ours, "o", color=colour, mec=OURS, markersize=6)
-        ax.plot([], [], "o", color="#999999", mec=OURS, label="StitchCUDA program (filled, level colour)")
+        for level in sorted({p.level for p in mine}):  # which colour is which level, as in the other plots
+            ax.plot(
+                [], [], "o", color=level_colour(level, levels), mec=OURS, label=f"StitchCUDA program, {level}"
+            )
         ax.plot([], [], "o", mfc="white", mec=EAGER, label="PyTorch eager (open)")
         ax.legend(loc="lower right")
         ax.set_title(f"{gpu}: ceilings {ceilings.source.split(':')[0]}")

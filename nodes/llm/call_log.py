@@ -172,3 +172,23 @@ def summarize(calls: list[dict[str, Any]]) -> dict[str, Any]:
         "models": sorted({c.get("model", "") for c in calls}),
         "latency_s": round(sum(c.get("latency_s") or 0.0 for c in calls), 3),
     }
+
+
+def short_model(name: str) -> str:
+    """A served checkpoint is often named by its path; its last part is what a reader recognises."""
+    return name.rstrip("/").rsplit("/", 1)[-1] if name.startswith(("/", "./", "~")) else name
+
+
+def call_step(call: dict[str, Any]) -> str:
+    """What the call was for, in a few words: the coder's mode, the structured-output method, the candidate."""
+    candidate = call.get("candidate")
+    parts = (call.get("mode"), call.get("method"), f"#{candidate}" if candidate else None)
+    return " ".join(str(part) for part in parts if part) or "-"
+
+
+def summary_line(calls: list[dict[str, Any]]) -> str:
+    """'3 calls (3 rejected); 401.6 s waiting for MODEL.': the totals above a table of the calls."""
+    summary = summarize(calls)
+    counts = ", ".join(f"{n} {name}" for name, n in summary["outcomes"].items() if n)
+    models = ", ".join(summary["models"])
+    return f"{summary['calls']} calls ({counts}); {summary['latency_s']:.1f} s waiting for {models}."
