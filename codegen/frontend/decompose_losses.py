@@ -237,6 +237,24 @@ def huber_loss(
     return _reduce(0.5 * m * m + float(delta) * (z - m), reduction)
 
 
+def _pointwise_loss(
+    tracer: fx.Tracer,
+    pointwise: Callable[[Any], Any],
+    input: Any,
+    target: Any,
+    size_average: Any,
+    reduce: Any,
+    reduction: str,
+    weight: Any,
+) -> Any:
+    """A loss that is `pointwise(input - target)` reduced (MSE: d * d, L1: |d|)."""
+    if _legacy(size_average, reduce) or weight is not None or reduction not in _REDUCTIONS:
+        return NotImplemented
+    if not is_f32(tracer, input, target):
+        return NotImplemented
+    return _reduce(pointwise(input - target), reduction)
+
+
 def mse_loss(
     tracer: fx.Tracer,
     input: Any,
@@ -246,12 +264,7 @@ def mse_loss(
     reduction: str = "mean",
     weight: Any = None,
 ) -> Any:
-    if _legacy(size_average, reduce) or weight is not None or reduction not in _REDUCTIONS:
-        return NotImplemented
-    if not is_f32(tracer, input, target):
-        return NotImplemented
-    difference = input - target
-    return _reduce(difference * difference, reduction)
+    return _pointwise_loss(tracer, lambda d: d * d, input, target, size_average, reduce, reduction, weight)
 
 
 def l1_loss(
@@ -263,10 +276,7 @@ def l1_loss(
     reduction: str = "mean",
     weight: Any = None,
 ) -> Any:
-    if _legacy(size_average, reduce) or weight is not None or reduction not in _REDUCTIONS:
-        return NotImplemented
-    z = _absolute_error(tracer, input, target)
-    return NotImplemented if z is NotImplemented else _reduce(z, reduction)
+    return _pointwise_loss(tracer, torch.abs, input, target, size_average, reduce, reduction, weight)
 
 
 def kl_div(
