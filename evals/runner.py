@@ -2,7 +2,8 @@
 
 Each problem runs in its own process (`python -m graph.cli run ...`), several at a time, so
 independent candidates build in parallel; the evaluation worker and the baseline process serialise
-GPU work with one file lock, so timings are not disturbed by the neighbours. After a problem's run,
+GPU work with one file lock per GPU, so timings are not disturbed by the neighbours. After a run whose
+last evaluation faulted, the GPU is probed (evals.gpu_health): a GPU that fails it ends the local eval. After a problem's run,
 its PyTorch baselines (eager and the torch.compile modes, tools.baselines: same GPU, same timing
 method, cached per machine) are measured and every speedup in the record is against them: vs eager
 and vs the best compile mode. Without baselines (no GPU, --no-baselines) the speedup vs eager is the
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evals.breakdown import breakdown, breakdown_table
+from evals.gpu_health import LocalHealth, drop_line, read_drops
 from evals.metrics import summarize, summary_table
 
 if TYPE_CHECKING:
@@ -205,6 +207,8 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     record: dict[str, Any] = {k: report.get(k) for k in REPORT_FIELDS}
     attempts = report.get("attempts", []) or []
     record["built"] = any(a.get("status") not in ("build_error", None) for a in attempts)
+    # The last evaluation's worker status: a fault there may be the GPU's (evals.gpu_health).
+    record["last_attempt_status"] = attempts[-1].get("status") if attempts else None
     record["verifier_eager_ms"] = report.get("eager_ms")
     record["verifier_speedup_vs_eager"] = report.get("speedup_vs_eager")
     record["speed"] = (report.get("speed") or {}).get("kind")  # faster / within_noise / slower / untimed
@@ -257,6 +261,13 @@ def add_speedups(record: dict[str, Any], baselines: dict[str, Any] | None) -> No
         record["speedup_vs_compile"] = ms / record["candidate_ms"]
 
 
+def runs_on_cuda(run_args: Sequence[str]) -> bool:
+    """Whether each `run` uses CUDA (its --device, else the Context's default)."""
+    from graph.context import Context
+
+    return (run_arg(run_args, "--device") or Context().device) == "cuda"
+
+
 def where_it_ran(executor: str) -> dict[str, Any]:
     """executor ("local" or "ray"), the node's host name and the GPU(s) this process may use."""
     import socket
@@ -277,14 +288,18 @@ def run_one(
     cli: Sequence[str] = DEFAULT_CLI,
     executor: str = "local",
 ) -> dict[str, Any]:
-    """Run the CLI on one problem, measure its baselines and return its results record."""
-    run_dir = out / "runs" / problem.key
+    """Run the CLI on one problem, measure its baselines and return its results record.
+
+    The run's process starts in the repository (cwd=REPO), so every path it gets is absolute: a
+    relative `out` is taken from this process's folder, as the caller meant it.
+    """
+    run_dir = out.resolve() / "runs" / problem.key
     started = time.monotonic()
     started_at = time.time()
     cmd = [
         *cli,
         "run",
-        str(problem.path),
+        str(problem.path.resolve()),
         "--out",
         str(run_dir),
         "--quiet",
@@ -312,6 +327,7 @@ def run_one(
     else:
         tail = [line for line in (stderr or "").strip().splitlines() if line.strip()][-1:]
         record |= {"status": "failed", "status_reason": tail[0] if tail else "no report", "built": False}
+        record["last_attempt_status"] = "no_report"  # the run died or timed out
     measured = None
     if baseline is not None and baseline.enabled:
         from tools.baselines import measure_baselines
@@ -351,11 +367,15 @@ def run_suite(
     cli: Sequence[str] = DEFAULT_CLI,
     on_start: Callable[[SuiteProblem], None] | None = None,
     ray: RayOptions | None = None,
+    health_probe: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every problem not yet in OUT/results.jsonl; returns the records of `problems` (old and new).
 
     ray: run each problem as a Ray task (evals.ray_executor) instead of `jobs` local threads.
+    health_probe: locally, the command that checks the GPU after a suspect run (evals.gpu_health;
+    None: tools.worker.probe, for CUDA runs only); the Ray executor takes its own in RayOptions.
     """
+    out = out.resolve()  # the runs start in the repository: a relative OUT means this folder's
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     records = read_results(results_path)
@@ -370,17 +390,33 @@ def run_suite(
             if on_done:
                 on_done(record)
 
-    def run_local(problem: SuiteProblem) -> dict[str, Any]:
+    health = LocalHealth(out, health_probe, health_probe is not None or runs_on_cuda(run_args))
+    left: list[str] = []
+
+    def run_local(problem: SuiteProblem) -> None:
+        if health.failed.is_set():  # the GPU failed its probe: nothing more runs on it
+            left.append(problem.key)
+            return
         if on_start:
             on_start(problem)
-        return run_one(problem, out, run_args, timeout_s, baseline, cli)
+        record = run_one(problem, out, run_args, timeout_s, baseline, cli)
+        if health.keep(record):
+            keep(record)
+        else:
+            left.append(problem.key)
 
     if ray is not None:
-        for record in ray.run(todo, out, run_args, timeout_s, baseline, cli):
+        for record in ray.run(todo, out, run_args, timeout_s, baseline, cli, on_start):
             keep(record)
     else:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            list(pool.map(lambda problem: keep(run_local(problem)), todo))
+            list(pool.map(run_local, todo))
+    if left:
+        print(
+            f"stitchcuda: the GPU failed its health probe; {len(left)} problem(s) not recorded (the next "
+            f"eval with this --out runs them): {', '.join(sorted(left))}",
+            file=sys.stderr,
+        )
     keys = {p.key for p in problems}
     return [r for r in records if r["problem"] in keys]
 
@@ -429,8 +465,12 @@ def write_summary(
     summary = summarize(records, totals_by_level(problems))
     summary["generated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     summary["recorded"] = len(records)
+    summary["dropped_gpus"] = read_drops(out)  # GPUs a failed health probe took out (evals.gpu_health)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    text = "# StitchCUDA eval\n\n## Summary\n\n" + summary_table(summary) + "\n\n## Problems\n\n"
-    text += results_table(records) + "\n## Where the time goes (seconds)\n\n" + breakdown_table(records)
+    text = "# StitchCUDA eval\n\n## Summary\n\n" + summary_table(summary) + "\n\n"
+    if summary["dropped_gpus"]:
+        text += "## Dropped GPUs\n\n" + "".join(f"- {drop_line(d)}\n" for d in summary["dropped_gpus"]) + "\n"
+    text += "## Problems\n\n" + results_table(records)
+    text += "\n## Where the time goes (seconds)\n\n" + breakdown_table(records)
     (out / "table.md").write_text(text)
     return summary

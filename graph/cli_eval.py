@@ -86,6 +86,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from evals.gpu_health import drop_line
     from evals.metrics import summary_table
     from evals.progress import EvalProgress
     from evals.runner import (
@@ -170,6 +171,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     geo_c = overall["vs_compile"]["geomean_speedup"]
     line += f", vs best torch.compile {geo_c:.2f}x" if geo_c else ""
     print(line + f"; results in {out}")
+    for drop in summary.get("dropped_gpus", []):
+        print(f"dropped: {drop_line(drop)}")
     _write_eval_report(out)
     return 0
 

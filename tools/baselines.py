@@ -236,7 +236,7 @@ def _run(
     model = construct_model(problem, device, dtype, seed)
     inputs = draw_problem_inputs(problem, device, dtype, request)
     reference_output = None
-    lock = gpu_lock.lock_path(path.parent, device.type)
+    lock = gpu_lock.lock_path(path.parent, device)
     if any(m != "eager" for m in todo):
         with torch.no_grad(), gpu_lock.exclusive(lock):
             reference_output = model(*clone_inputs(inputs))

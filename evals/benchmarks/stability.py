@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     passes: dict[str, list[dict[str, Any]]] = {key: [] for key in problems}
     errors: dict[str, str] = {}
     started = time.monotonic()
-    lock = gpu_lock.lock_path(build.default_cache_dir(), device.type)
+    lock = gpu_lock.lock_path(build.default_cache_dir(), device)
     for index in range(args.passes):
         for key, info in problems.items():
             if key in errors:

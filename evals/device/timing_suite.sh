@@ -1,49 +1,106 @@
 #!/usr/bin/env bash
-# On the H200 (device tool): one resumable slice of a full-suite eval with every baseline mode,
-# for issue 12's agreement and throughput numbers. Run it again until it says "complete"; then run
-# it for the second eval (NAME=b) the same way, and it prints the agreement of the two.
+# On the H200 (device tool): one resumable slice of a full-suite eval with every baseline mode, for
+# issue 12's agreement and throughput numbers. Call it again until it prints "NAME: complete"; then
+# the same for the second eval (NAME=b), after which it also prints the agreement of the two.
 #
-#   bash evals/device/timing_suite.sh NAME [JOBS] [extra run args...]      (NAME: a or b)
+#   [ONLY=regex] bash evals/device/timing_suite.sh NAME [JOBS] [extra run args...]    (NAME: a or b)
 #
-# State that must survive between device calls lives in .device/timing/ (carry it: the tool's
-# carry list [".whl", ".device/timing"]); after each call copy $OUT/state/ back over it:
-#   rm -rf .device/timing && cp -r FILES_AT/state .device/timing
-# The baseline cache (.device/timing/baselines.json) is shared by both evals: eval b reuses eval a's
-# torch.compile baselines, as the issue's "once cached" throughput asks.
+# One slice per device call: run(command="bash evals/device/timing_suite.sh a",
+# carry=[".whl", ".device/timing"], timeout_s=600). The whole call (install, restore, eval, stopping
+# the eval, saving the state, agreement) is planned to end SLICE_BUDGET (560) s after it starts; the
+# eval gets what is left after RESERVE (75) s are set aside for the steps after it, and prints how
+# long the call took. The state comes back as one file; after each call, on the CPU machine:
+#
+#   rm -rf .device/timing && mkdir -p .device/timing && tar xzf FILES_AT/state.tgz -C .device/timing
+#
+# The state lives in .device/timing/ of the checkout (ignored by git): it survives between calls and
+# sessions as long as the checkout does; to go on from another checkout, copy that one folder there.
+# A 98-problem eval needs more than one session's 30 minutes of device time: keep calling, in any
+# session, with the folder in place. It holds (at most STATE_MB, 15 MiB, so it comes back whole):
+#   NAME.results.jsonl          the records so far (the runner skips what is recorded)
+#   baselines.json              the baseline cache ($STITCHCUDA_BASELINE_CACHE; eval b reuses eval a's)
+#   NAME.runs.tgz               run folders of the problems the last slice cut (their graph
+#                               checkpoints: the next slice resumes them at their last finished node)
+#   build.cache.tgz, inductor.cache.tgz   the newest build-cache entries and torch.compile cache
+#                               files that fit in what is left (the caches on disk get far larger:
+#                               each slice prints their sizes; the rest is rebuilt on a fresh machine)
+#   NAME.slices.jsonl           each slice's eval start, end, exit and records (suite wall = the sum
+#                               of the slices' spans: evals.benchmarks.scaling --slices)
+#   NAME.command, suite.command the exact eval command with its environment (suite.command: the latest)
+#
+# Stand-ins for a CPU dry run (tests/evals/test_timing_suite.py): SKIP_INSTALL=1, STATE, WORK_ROOT,
+# RUN_COMMAND (the eval's hidden --run-command), SLICE_BUDGET, RESERVE.
 set -u
+t0=$(date +%s)
 name=${1:?usage: timing_suite.sh NAME [JOBS] [run args...]}; shift
 jobs=${1:-12}; shift || true
-state=.device/timing
-mkdir -p "$state" "$OUT/state"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
-export STITCHCUDA_CACHE=${STITCHCUDA_CACHE:-/tmp/sc-cache} STITCHCUDA_BASELINE_CACHE=$PWD/$state/baselines.json
+state=${STATE:-.device/timing}
+mkdir -p "$state" && state=$(cd "$state" && pwd)
+work=${WORK_ROOT:-/tmp/timing-eval}/$name
+budget=${SLICE_BUDGET:-560}
+reserve=${RESERVE:-75}
+mkdir -p "$state" "$OUT"
+if [ "${SKIP_INSTALL:-0}" = 1 ]; then
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+else
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+fi
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+export STITCHCUDA_CACHE=${STITCHCUDA_CACHE:-/tmp/sc-cache}
+export STITCHCUDA_BASELINE_CACHE=$state/baselines.json
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/sc-inductor}
 export STITCHCUDA_PROFILERS=${STITCHCUDA_PROFILERS:-torch}
-work=/tmp/timing-eval/$name
-mkdir -p "$work"
-# resume from whichever results file is longer: this warm machine's or the carried one
-if [ -f "$state/$name.results.jsonl" ] && [ "$(wc -l < "$state/$name.results.jsonl")" -gt "$(cat "$work/results.jsonl" 2>/dev/null | wc -l)" ]; then
-    cp "$state/$name.results.jsonl" "$work/results.jsonl"
-fi
-cmd=(python3 -m graph.cli eval evals/suite --out "$work" --jobs "$jobs" ${ONLY:+--only "$ONLY"}
-     --baseline-modes eager,default,max-autotune-no-cudagraphs,reduce-overhead -- --max-iterations 3 "$@")
-echo "STITCHCUDA_PROFILERS=$STITCHCUDA_PROFILERS stitchcuda eval evals/suite --jobs $jobs ${ONLY:+--only '$ONLY' }--baseline-modes eager,default,max-autotune-no-cudagraphs,reduce-overhead -- --max-iterations 3 $*" > "$OUT/state/suite.command"
+caches=("build=$STITCHCUDA_CACHE" "inductor=$TORCHINDUCTOR_CACHE_DIR")
+helper=(python3 -m evals.device.timing_slice)
+filter=()
+[ -n "${ONLY:-}" ] && filter=(--only "$ONLY")
+stand_in=()
+[ -n "${RUN_COMMAND:-}" ] && stand_in=(--run-command "$RUN_COMMAND")
+
+"${helper[@]}" restore --state "$state" --name "$name" --work "$work" --caches "${caches[@]}"
+slice=$("${helper[@]}" next-slice --work "$work")
+cmd=(python3 -m graph.cli eval evals/suite --out "$work" --jobs "$jobs" "${filter[@]}"
+     --baseline-modes eager,default,max-autotune-no-cudagraphs,reduce-overhead
+     "${stand_in[@]}" -- --max-iterations 3 "$@")
+{
+    echo "# from the repository root, in slices of one device call each (evals/device/timing_suite.sh $name $jobs)"
+    python3 -c 'import os, shlex, sys; print(" ".join(f"{v}={shlex.quote(os.environ[v])}" for v in sys.argv[1].split()), shlex.join(sys.argv[2:]))' \
+        "PYTHONPATH STITCHCUDA_PROFILERS STITCHCUDA_CACHE STITCHCUDA_BASELINE_CACHE TORCHINDUCTOR_CACHE_DIR" "${cmd[@]}"
+} > "$state/$name.command"
+cp "$state/$name.command" "$state/suite.command"
+
+read -r before total < <("${helper[@]}" count "${filter[@]}" "$work/results.jsonl")
+before=${before:-0}
+seconds=$(( budget - reserve - ($(date +%s) - t0) ))
 started=$(date +%s)
-timeout "${EVAL_TIMEOUT:-540}" "${cmd[@]}" > "$OUT/$name.eval.log" 2>&1
-rc=$?
-echo "slice: $(( $(date +%s) - started )) s, exit $rc (124: the slice's time ran out; run again to resume)"
-tail -5 "$OUT/$name.eval.log"
-cp "$work/results.jsonl" "$OUT/state/$name.results.jsonl" 2>/dev/null
-for f in "$state"/*.results.jsonl; do [ -f "$f" ] && [ ! -f "$OUT/state/$(basename "$f")" ] && cp "$f" "$OUT/state/"; done
-[ -f "$state/baselines.json" ] && cp "$state/baselines.json" "$OUT/state/"
-[ -f "$work/table.md" ] && cp "$work/table.md" "$OUT/$name.table.md"
-total=$(python3 -c "from evals.runner import discover; print(len(discover(['evals/suite'])))")
-done_count=$(python3 -c "from evals.benchmarks.agreement import read_records; print(len(read_records(__import__('pathlib').Path('$work/results.jsonl'))))" 2>/dev/null || echo 0)
-echo "$name: $done_count of $total problems recorded"
-[ "$done_count" -ge "$total" ] && echo "$name: complete"
-python3 -m evals.benchmarks.agreement "$work/results.jsonl" || true
-if [ -f "$OUT/state/a.results.jsonl" ] && [ -f "$OUT/state/b.results.jsonl" ]; then
-    python3 -m evals.benchmarks.agreement "$OUT/state/a.results.jsonl" "$OUT/state/b.results.jsonl" || true
-    python3 -m evals.benchmarks.scaling "$OUT/state/a.results.jsonl" --problems 250 || true
-    python3 -m evals.benchmarks.scaling "$OUT/state/b.results.jsonl" --problems 250 || true
+if [ "$seconds" -ge 30 ]; then
+    "${helper[@]}" run --seconds "$seconds" --grace 10 -- "${cmd[@]}" > "$OUT/$name.eval.log" 2>&1
+    rc=$?
+else
+    echo "slice: only $seconds s left for the eval; not started" | tee "$OUT/$name.eval.log"
+    rc=125
 fi
+ended=$(date +%s)
+read -r recorded total < <("${helper[@]}" count "${filter[@]}" "$work/results.jsonl")
+recorded=${recorded:-0} total=${total:-0}
+printf '{"slice": %s, "start": %s, "end": %s, "exit": %s, "recorded_before": %s, "recorded_after": %s, "total": %s, "jobs": %s}\n' \
+    "$slice" "$started" "$ended" "$rc" "$before" "$recorded" "$total" "$jobs" >> "$state/$name.slices.jsonl"
+echo "slice $slice: eval $(( ended - started )) s (its limit $seconds s, then up to 10 s to stop it), exit $rc (124: the slice's time ran out; call again to resume)"
+tail -5 "$OUT/$name.eval.log"
+
+"${helper[@]}" save --state "$state" --into "$OUT/state" --name "$name" --work "$work" --caches "${caches[@]}" \
+    --budget-mb "${STATE_MB:-15}"
+tar czf "$OUT/state.tgz" -C "$OUT/state" . && rm -rf "$OUT/state"
+[ -f "$work/results.jsonl" ] && cp "$work/results.jsonl" "$state/$name.results.jsonl"  # for the agreement below
+[ -f "$work/table.md" ] && cp "$work/table.md" "$OUT/$name.table.md"
+echo "$name: $recorded of $total problems recorded"
+[ "$total" -gt 0 ] && [ "$recorded" -ge "$total" ] && echo "$name: complete"
+timeout 30 python3 -m evals.benchmarks.agreement "$work/results.jsonl" || true
+if [ -f "$state/a.results.jsonl" ] && [ -f "$state/b.results.jsonl" ]; then
+    timeout 30 python3 -m evals.benchmarks.agreement "$state/a.results.jsonl" "$state/b.results.jsonl" || true
+    for n in a b; do
+        timeout 30 python3 -m evals.benchmarks.scaling "$state/$n.results.jsonl" --slices "$state/$n.slices.jsonl" --problems 250 || true
+    done
+fi
+echo "call: $(( $(date +%s) - t0 )) s (the device call's limit is 600 s)"

@@ -62,3 +62,47 @@ def test_loads_from_records_with_and_without_a_breakdown(tmp_path: Path) -> None
         tmp_path / "new.jsonl", [{"problem": "p", "seconds": 20.0}, {"problem": "q", "breakdown": steps}]
     )
     assert scaling.main([str(mixed), "--gpus", "1,2"]) == 0
+
+
+def test_the_wall_of_a_sliced_eval_leaves_out_the_gaps_between_slices(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    steps = {"timing_s": 1.0, "correctness_s": 1.0, "build_s": 8.0}
+    # two slices an hour apart: problems run 0-100 and 50-120 s, then 3600-3700 s
+    records = [
+        {"problem": "p1", "breakdown": steps, "started_at": 0.0, "finished_at": 100.0},
+        {"problem": "p2", "breakdown": steps, "started_at": 50.0, "finished_at": 120.0},
+        {"problem": "p3", "breakdown": steps, "started_at": 3600.0, "finished_at": 3700.0},
+    ]
+    assert scaling.union_seconds([(0.0, 100.0), (50.0, 120.0), (3600.0, 3700.0)]) == 220.0
+    results = _write(tmp_path / "r.jsonl", records)
+    slices = tmp_path / "r.slices.jsonl"
+    slices.write_text(
+        json.dumps({"slice": 1, "start": -10, "end": 150, "exit": 124})
+        + "\n"
+        + json.dumps({"slice": 2, "start": 3590, "end": 3710, "exit": 0})
+        + "\n"
+    )
+    assert scaling.slice_seconds(slices) == (280.0, 2)
+    assert scaling.main([str(results), "--slices", str(slices), "--gpus", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "suite wall 4.7 min (93.3 s/problem): the sum of 2 slices' spans" in out
+    assert (
+        "runs in flight 3.7 min" in out
+        and "first start to last finish 61.7 min (for a sliced eval: gaps included)" in out
+    )
+    assert "12 problems at once per GPU (Ray's default runs 1: --ray-gpus-per-task 1)" in out
+
+
+def test_ray_packing_sets_the_problems_per_gpu(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    steps = {"timing_s": 1.0, "correctness_s": 1.0, "build_s": 10.0}
+    results = _write(tmp_path / "r.jsonl", [{"problem": f"p{i}", "breakdown": steps} for i in range(24)])
+    for per_task, jobs in (("1", 1), ("0.25", 4), ("0.08", 12)):
+        assert scaling.main([str(results), "--gpus", "1", "--ray-gpus-per-task", per_task]) == 0
+        assert f"{jobs} problem(s) per GPU" in capsys.readouterr().out
+    # one problem per GPU: the job slots bind (24 x 12 s on one GPU), not the GPU's 24 x 2 s
+    assert scaling.wall_time(scaling.scale([scaling.Load(1.0, 1.0, 10.0)], 24), 1, 1, 1) == (
+        288.0,
+        "job slots",
+    )
+    assert scaling.main([str(results), "--ray-gpus-per-task", "0"]) == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,6 +123,49 @@ def test_eval_options_may_follow_the_suites(
     assert seen["out"] == out and seen["run_args"] == ["--device", "cpu"]
     assert seen["baseline"].enabled is False and len(seen["problems"]) == 3
     assert (out / "summary.json").exists() and "correct 0% of 3" in capsys.readouterr().out
+
+
+# A stand-in for `stitchcuda run` (it starts in the repository, as every run does): writes a
+# verified report where --out says, and logs that path, so the test sees where the run wrote.
+REPORTING_RUN = """
+import json, os, sys
+from pathlib import Path
+argv = sys.argv[1:]
+out = Path(argv[argv.index("--out") + 1])
+with open(os.environ["STITCHCUDA_TEST_OUT_LOG"], "a") as fh:
+    fh.write(json.dumps({"cwd": os.getcwd(), "out": str(out)}) + "\\n")
+out.mkdir(parents=True, exist_ok=True)
+(out / "report.json").write_text(json.dumps({"status": "verified", "iterations": 1, "attempts": []}))
+"""
+
+
+def test_a_relative_out_from_another_folder_is_written_and_read_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from outside the repository with a relative --out: the runs write under that folder (not
+    under the repository, where each run's process starts) and the records are read from there."""
+    from graph.cli import main
+
+    suite = make_suite(tmp_path / "suite")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    log = tmp_path / "outs.jsonl"
+    monkeypatch.setenv("STITCHCUDA_TEST_OUT_LOG", str(log))
+    monkeypatch.chdir(elsewhere)
+    name = f"relative-out-{os.getpid()}"
+    command = json.dumps([sys.executable, "-c", REPORTING_RUN])
+    argv = ["eval", str(suite), "--out", name, "--no-baselines", "--run-command", command]
+    try:
+        assert main([*argv, "--", "--device", "cpu"]) == 0
+        assert not (REPO / name).exists(), "the runs wrote under the repository"
+    finally:
+        shutil.rmtree(REPO / name, ignore_errors=True)  # the bug's litter, if any
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(runs) == 3 and {run["cwd"] for run in runs} == {str(REPO)}
+    assert all(Path(run["out"]).is_relative_to(elsewhere / name / "runs") for run in runs), runs
+    records = runner.read_results(elsewhere / name / "results.jsonl")
+    assert sorted(r["status"] for r in records) == ["verified"] * 3  # each report found and read
+    assert json.loads((elsewhere / name / "summary.json").read_text())["all"]["correctness_rate"] == 1.0
 
 
 # ----------------------------------------------------------------------------------------------

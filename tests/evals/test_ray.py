@@ -167,7 +167,10 @@ def test_ray_records_retries_lost_workers_and_resumes(
     cli = [sys.executable, "-c", WRAPPER]
     args = [*RUN_ARGS, "--policy", "scripted"]
     options = RayOptions(max_retries=1)
-    records = runner.run_suite(problems, out, args, cli=cli, ray=options)
+    started: list[str] = []  # what the progress bar counts as in flight
+    records = runner.run_suite(
+        problems, out, args, cli=cli, ray=options, on_start=lambda problem: started.append(problem.key)
+    )
     lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["problem"] for r in lines) == list(PROBLEMS[:3])  # one line each, the lost one none
     by_key = {r["problem"]: r for r in records}
@@ -204,6 +207,10 @@ def test_ray_records_retries_lost_workers_and_resumes(
     report = json.loads((out / "runs" / "level1" / "3_ScaleReluFault" / "report.json").read_text())
     statuses = [attempt["status"] for attempt in report["attempts"]]
     assert statuses[:2] == ["crashed", "passed"], statuses
+
+    # The progress heard of every attempt's start: a retried problem starts again.
+    assert sorted(set(started)) == list(PROBLEMS)
+    assert started.count("level1/1_ScaleRelu") == 2 and started.count("level1/9_ScaleReluLost") == 2
 
     # Retries spent: no record, named on stderr.
     assert [a["event"] for a in _attempts(log) if a["problem"] == "9_ScaleReluLost"] == ["start", "kill"] * 2

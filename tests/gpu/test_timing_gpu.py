@@ -79,3 +79,34 @@ def test_ray_runs_a_problem_as_a_one_gpu_task(tmp_path: Path) -> None:
     (record,) = records
     assert record["executor"] == "ray" and record["gpu"] == "0" and record["device"].startswith("NVIDIA")
     print({k: record.get(k) for k in ("status", "speedup_vs_eager", "eager_agreement", "breakdown")})
+
+
+def test_after_a_context_fault_the_probe_passes_and_each_gpu_has_its_own_lock(tmp_path: Path) -> None:
+    """Issue 15: a kernel that corrupts its context fails its worker; a fresh process still gets a
+    working GPU (the eval's health probe passes, so the failure stays the problem's own); the device
+    lock is named by each GPU's UUID."""
+    from evals import gpu_health
+    from tools.worker import gpu_lock
+
+    faults = REPO / "tests" / "candidates" / "adversarial"
+    request = EvalRequest(
+        action="verify",
+        problem_name="relu",
+        problem_source=(faults / "problems" / "relu.py").read_text(),
+        candidate_source=(faults / "faults" / "illegal_address.py").read_text(),
+        device="cuda",
+        mode="strict",
+        perf_trials=10,
+        dynamic_checks=False,
+        cache_dir=str(tmp_path),
+    )
+    response = evaluate(request, timeout_s=300)
+    assert response["status"] in ("runtime_error", "crashed"), response["message"]
+    probe = gpu_health.run_probe()
+    assert probe.ok and probe.devices and all(d["ok"] for d in probe.devices), probe
+    names = {gpu_lock.lock_path(tmp_path, f"cuda:{i}").name for i in range(torch.cuda.device_count())}
+    assert len(names) == torch.cuda.device_count()  # one lock per GPU
+    uuid = str(torch.cuda.get_device_properties(0).uuid)
+    assert gpu_lock.lock_path(tmp_path, "cuda:0").name == f"gpu-{gpu_lock._slug(uuid)}.lock"
+    assert probe.devices[0]["uuid"] == uuid
+    print(f"{response['status']}: {response['message'][:120]}; probe {probe.seconds} s, lock {sorted(names)}")

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, meta: dict[str, Any]) -> None:
     meta["device"] = torch.cuda.get_device_name(device)
     assert problem is not None
     meta["phase"] = "waiting for the device lock"
-    with gpu_lock.exclusive(gpu_lock.lock_path(cache_dir, "cuda")):  # the worker's lock: no overlapping runs
+    with gpu_lock.exclusive(gpu_lock.lock_path(cache_dir, device)):  # the worker's lock: no overlapping runs
         measure(args, meta, problem, candidate, targets, device)
 
 

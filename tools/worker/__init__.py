@@ -21,5 +21,6 @@ entry point.
 | dynamic_checks | poisoned memory, the watcher, persisting L2, profile classification |
 | torch_profile | the torch-profiler summary of a forward |
 | kernel_names | `__global__` names in sources, the bare name in a profiler's signature (stdlib only) |
-| gpu_lock | one measurement on a device at a time |
+| gpu_lock | one measurement on a device at a time (one lock per physical GPU) |
+| probe | `python -m tools.worker.probe`: is this process's GPU still usable (the eval's health check) |
 """

@@ -143,7 +143,7 @@ def _run(
     assert problem is not None
     check_guards(guards)  # import-time patches
     progress("waiting for the device lock")
-    with gpu_lock.exclusive(gpu_lock.lock_path(cache_dir, device.type)):
+    with gpu_lock.exclusive(gpu_lock.lock_path(cache_dir, device)):
         progress("constructing the models")
         if load is not None:
             models = construct_candidate(

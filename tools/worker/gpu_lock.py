@@ -1,8 +1,15 @@
-"""An exclusive, crash-safe lock around measurements, so concurrent workers never time each other.
+"""An exclusive, crash-safe lock per physical device, so concurrent workers never measure on top of each other.
 
 Why flock: many workers may build at once (builds are CPU work and run unlocked), but correctness,
 timing and profiling on one device must not overlap or the numbers are meaningless. The kernel
 drops an flock when its holder dies, so a killed worker cannot leave a stale lock behind.
+
+Why per physical GPU: on a node with several GPUs, work on different GPUs does not disturb each
+other's device, so each GPU has its own lock file, named by the GPU's UUID as CUDA reports it. The
+UUID is the same whatever CUDA_VISIBLE_DEVICES made of the device's index: a worker that sees GPU 3
+as `cuda:0` and one that sees it as `cuda:3` take the same lock. (Timing also needs a quiet CPU,
+which is machine-wide: that is tools.worker.timing_window, taken inside this lock.) torch only, and
+only when a CUDA device is named: the worker island imports it.
 """
 
 from __future__ import annotations
@@ -10,14 +17,53 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+MACHINE_GPU_LOCK = "gpu.lock"  # when the device's UUID cannot be read: every GPU of the machine takes turns
 
 
-def lock_path(cache_dir: str | os.PathLike[str], device: str) -> Path:
-    """<cache>/gpu.lock for CUDA runs, <cache>/cpu.lock for CPU runs."""
-    return Path(cache_dir) / ("gpu.lock" if device == "cuda" else f"{device}.lock")
+def device_key(device: Any) -> str:
+    """The lock's name for a device: 'cpu', or 'gpu-<uuid>' for a CUDA device ('cuda' alone: the current one).
+
+    Falls back to the PCI address, then to 'gpu' (one lock for the whole machine, the safe side) when
+    CUDA cannot say which physical device it is.
+    """
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type
+    try:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+    except Exception:  # noqa: BLE001 - no usable CUDA here: the machine-wide lock
+        return "gpu"
+    uuid = _slug(str(getattr(props, "uuid", "") or ""))
+    if uuid:
+        return f"gpu-{uuid}"
+    pci = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    domain, bus, slot = pci
+    if isinstance(domain, int) and isinstance(bus, int) and isinstance(slot, int):
+        return f"gpu-pci-{domain:04x}-{bus:02x}-{slot:02x}"
+    return "gpu"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9-]+", "-", text).strip("-")
+
+
+def lock_path(cache_dir: str | os.PathLike[str], device: Any) -> Path:
+    """<cache>/gpu-<uuid>.lock for a CUDA device (one per physical GPU), <cache>/cpu.lock for the CPU.
+
+    `device`: a torch.device or its name ("cuda" means the current CUDA device, "cuda:1" that index
+    as this process sees it).
+    """
+    key = device_key(device)
+    return Path(cache_dir) / (MACHINE_GPU_LOCK if key == "gpu" else f"{key}.lock")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,386 @@
+"""The helpers of evals/device/timing_suite.sh: one slice of a long eval, and the state between slices.
+
+    python3 -m evals.device.timing_slice run --seconds S [--grace G] -- CMD ...
+    python3 -m evals.device.timing_slice count --suite evals/suite [--only RE] RESULTS
+    python3 -m evals.device.timing_slice restore --state DIR --name NAME --work DIR --caches ...
+    python3 -m evals.device.timing_slice save --state DIR --into DIR --name NAME --work DIR --caches ... --budget-mb N
+
+Why: a full-suite eval takes longer than one device call (600 s) and than one session's device time,
+and every call may land on a fresh machine. So the eval runs in slices, and what a slice must hand
+the next one travels as one carried folder (the state; it comes back from the device as one file):
+
+- `run`: the slice itself. The eval and everything it starts die at the slice's end: the command
+  runs in a session of its own under this process as a child subreaper (prctl), so a sandboxed
+  worker that made its own session or process group is still our descendant; at the deadline the
+  whole tree gets SIGTERM, then SIGKILL after the grace. Exit 124 on the deadline, as `timeout`.
+- `count`: the problems the eval runs (the suite filtered by --only, exactly as `stitchcuda eval`
+  filters it) and how many are recorded: 'RECORDED TOTAL'.
+- `save`: the next state: the results, the baseline cache, the commands and the slice log (small),
+  the run folders of problems not yet recorded (their graph checkpoints: a problem cut at the slice's
+  end resumes at its last finished node instead of from scratch), then as much of the build cache
+  (newest entries first, without object files) and of torch.compile's caches as the budget leaves.
+  It prints the size of each part and of the whole caches on disk.
+- `restore`: on a machine whose work folder is not the state's latest slice (a fresh machine), put
+  the results, the run folders and the caches back.
+
+Standard library only (the eval's own modules only for `count`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PR_SET_CHILD_SUBREAPER = 36
+SLICE_FILE = ".slice"  # in the work folder and the state: which slice the folder holds
+RUN_FILE_CAP = 4 << 20  # a run folder's file above this (a profile capture) stays behind
+OBJECT_SUFFIXES = (".o", ".obj", ".ninja_deps", ".ninja_log")  # not needed for a cache hit
+
+
+# ----------------------------------------------------------------------------------------------
+# run: one slice, its whole process tree killed at the end
+# ----------------------------------------------------------------------------------------------
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented to us (Linux); False where that is not possible."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root` (by parent pid, read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":  # a zombie: already dead, waiting to be reaped
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _reap() -> None:
+    """Collect exited children (orphans re-parented to us included), without blocking."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_tree(grace_s: float) -> int:
+    """SIGTERM every descendant of this process, SIGKILL what is left after the grace; how many there were."""
+    me = os.getpid()
+    first = descendants(me)
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for pid in descendants(me):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap()
+            if not descendants(me):
+                return len(first)
+            time.sleep(0.1)
+    _reap()
+    return len(first)
+
+
+def run_slice(command: Sequence[str], seconds: float, grace_s: float) -> int:
+    """Run `command` for at most `seconds`; then (and also when it ends first) nothing it started survives."""
+    reaper = become_subreaper()
+    proc = subprocess.Popen(list(command), start_new_session=True)
+    try:
+        code = proc.wait(timeout=max(1.0, seconds))
+    except subprocess.TimeoutExpired:
+        code = 124
+        print(f"slice: {seconds:.0f} s are up; stopping the eval and everything it started", flush=True)
+    left = kill_tree(grace_s)
+    if left:
+        print(f"slice: {left} process(es) of the slice killed at its end", flush=True)
+    if not reaper:
+        print(
+            "slice: could not become a child subreaper: orphaned processes may outlive the slice", flush=True
+        )
+    return code
+
+
+# ----------------------------------------------------------------------------------------------
+# count: the problems this eval runs, and how many are recorded
+# ----------------------------------------------------------------------------------------------
+
+
+def count(suite: str, only: str | None, results: Path) -> tuple[int, int]:
+    """(recorded, total) for the suite as `stitchcuda eval SUITE --only RE` selects it."""
+    import re
+
+    from evals.runner import discover, read_results
+
+    keys = {p.key for p in discover([suite]) if not only or re.search(only, p.key)}
+    recorded = {r["problem"] for r in read_results(results)} & keys
+    return len(recorded), len(keys)
+
+
+# ----------------------------------------------------------------------------------------------
+# save / restore: the state between slices
+# ----------------------------------------------------------------------------------------------
+
+
+def recorded_keys(results: Path) -> set[str]:
+    keys: set[str] = set()
+    if results.exists():
+        for line in results.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "problem" in record:
+                keys.add(record["problem"])
+    return keys
+
+
+def unrecorded_runs(work: Path) -> list[Path]:
+    """Run folders (OUT/runs/<level>/<name>) of problems without a record: the ones a slice cut."""
+    done = recorded_keys(work / "results.jsonl")
+    runs = work / "runs"
+    if not runs.is_dir():
+        return []
+    return [
+        folder
+        for level in sorted(runs.iterdir())
+        if level.is_dir()
+        for folder in sorted(level.iterdir())
+        if folder.is_dir() and f"{level.name}/{folder.name}" not in done
+    ]
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def _add_capped(
+    archive: tarfile.TarFile, sink: Path, groups: list[list[tuple[Path, str]]], budget: int
+) -> int:
+    """Add whole groups of (path, name), in order, while the archive stays under `budget` bytes.
+
+    A group is added entirely or not at all (a build entry without its library would be a broken
+    cache hit), and only when its raw size still fits (no compression assumed, so the archive never
+    overshoots by more than zlib's buffer). Returns how many groups went in.
+    """
+    added = 0
+    for group in groups:
+        raw = sum(path.stat().st_size for path, _ in group)
+        if sink.stat().st_size + raw > budget:
+            continue  # a smaller group further on may still fit
+        for path, name in group:
+            archive.add(path, arcname=name)
+        added += 1
+    return added
+
+
+def file_groups(root: Path) -> list[list[tuple[Path, str]]]:
+    """A cache folder's files, grouped by the folder that holds them, newest folder first."""
+    if not root.is_dir():
+        return []
+    groups: dict[Path, list[Path]] = {}
+    for file in root.rglob("*"):
+        if file.is_file() and not file.is_symlink():
+            groups.setdefault(file.parent, []).append(file)
+    newest = sorted(groups, key=lambda d: max(f.stat().st_mtime for f in groups[d]), reverse=True)
+    return [[(f, str(f.relative_to(root))) for f in sorted(groups[d])] for d in newest]
+
+
+def cache_entries(build_cache: Path) -> list[Path]:
+    """The build cache's finished entries (a folder with stitch_build.json), newest first."""
+    if not build_cache.is_dir():
+        return []
+    entries = [d for d in build_cache.iterdir() if d.is_dir() and (d / "stitch_build.json").exists()]
+    return sorted(entries, key=lambda d: (d / "stitch_build.json").stat().st_mtime, reverse=True)
+
+
+def save(
+    state: Path, into: Path, name: str, work: Path, caches: dict[str, Path], budget_mb: float
+) -> dict[str, Any]:
+    """Write the next state into `into` (the old `state` supplies what this slice did not touch)."""
+    into.mkdir(parents=True, exist_ok=True)
+    for old in sorted(state.glob("*")) if state.is_dir() else []:  # the other eval's files, the slice log ...
+        if old.is_file() and not (into / old.name).exists():
+            shutil.copy2(old, into / old.name)
+    if (work / "results.jsonl").exists():
+        shutil.copy2(work / "results.jsonl", into / f"{name}.results.jsonl")
+    slice_no = int((work / SLICE_FILE).read_text() or 0) if (work / SLICE_FILE).exists() else 0
+    (into / f"{name}{SLICE_FILE}").write_text(str(slice_no))
+    sizes: dict[str, Any] = {}
+    runs_tar = into / f"{name}.runs.tgz"
+    with tarfile.open(runs_tar, "w:gz") as archive:
+        for folder in unrecorded_runs(work):
+            for file in sorted(folder.rglob("*")):
+                if file.is_file() and not file.is_symlink() and file.stat().st_size <= RUN_FILE_CAP:
+                    archive.add(file, arcname=str(file.relative_to(work)))
+    sizes["runs_in_flight"] = len(unrecorded_runs(work))
+    budget = int(budget_mb * (1 << 20))
+    used = sum(_size(f) for f in into.iterdir() if f.is_file() and not f.name.endswith(".cache.tgz"))
+    for label, root in caches.items():
+        sink = into / f"{label}.cache.tgz"
+        sink.unlink(missing_ok=True)
+        on_disk = _size(root) if root.exists() else 0
+        sizes[f"{label}_on_disk"] = on_disk
+        if label == "build":  # the finished entries, newest first, their library and meta file last
+            groups = [
+                sorted(
+                    (
+                        (f, f"{entry.name}/{f.name}")
+                        for f in entry.iterdir()
+                        if f.is_file() and not f.name.endswith(OBJECT_SUFFIXES)
+                    ),
+                    key=lambda item: item[0].name == "stitch_build.json",
+                )
+                for entry in cache_entries(root)
+            ]
+        else:
+            groups = file_groups(root)
+        with tarfile.open(sink, "w:gz") as archive:
+            added = _add_capped(archive, sink, groups, budget - used)
+        sizes[f"{label}_carried"] = sink.stat().st_size
+        sizes[f"{label}_groups"] = f"{added} of {len(groups)}"
+        used += sink.stat().st_size
+    sizes["state"] = sum(_size(f) for f in into.iterdir() if f.is_file())
+    return sizes
+
+
+def restore(state: Path, name: str, work: Path, caches: dict[str, Path]) -> str:
+    """Bring a fresh machine's work folder and caches up to the state's latest slice; what it did."""
+    carried = state / f"{name}{SLICE_FILE}"
+    latest = carried.read_text().strip() if carried.exists() else ""
+    here = (work / SLICE_FILE).read_text().strip() if (work / SLICE_FILE).exists() else ""
+    if here and int(here) >= int(latest or 0):  # a warm machine, as far as the state or further
+        return f"work folder already holds slice {here} (a warm machine; the carried state is slice {latest or 0})"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    results = state / f"{name}.results.jsonl"
+    if results.exists():
+        shutil.copy2(results, work / "results.jsonl")
+    runs = state / f"{name}.runs.tgz"
+    restored = 0
+    if runs.exists():
+        with tarfile.open(runs) as archive:
+            members = [m for m in archive.getmembers() if m.isfile() and _inside(m.name)]
+            archive.extractall(work, members=members, filter="data")
+            restored = len({Path(m.name).parts[:3] for m in members})
+    for label, root in caches.items():
+        sink = state / f"{label}.cache.tgz"
+        if sink.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(sink) as archive:
+                members = [m for m in archive.getmembers() if _inside(m.name)]
+                archive.extractall(root, members=members, filter="data")
+    (work / SLICE_FILE).write_text(latest or "0")
+    return f"restored slice {latest or 0}: {len(recorded_keys(work / 'results.jsonl'))} records, {restored} runs in flight"
+
+
+def _inside(name: str) -> bool:
+    return not (name.startswith("/") or ".." in Path(name).parts)
+
+
+def next_slice(work: Path) -> int:
+    """Number this slice (the work folder's counter plus one) and write it down."""
+    path = work / SLICE_FILE
+    number = int(path.read_text().strip() or 0) + 1 if path.exists() else 1
+    work.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(number))
+    return number
+
+
+def _caches(pairs: Sequence[str]) -> dict[str, Path]:
+    out = {}
+    for pair in pairs:
+        label, _, path = pair.partition("=")
+        out[label] = Path(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m evals.device.timing_slice", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("run")
+    p.add_argument("--seconds", type=float, required=True)
+    p.add_argument("--grace", type=float, default=10.0)
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    p = sub.add_parser("count")
+    p.add_argument("--suite", default="evals/suite")
+    p.add_argument("--only", default=None)
+    p.add_argument("results", type=Path)
+    for verb in ("save", "restore"):
+        p = sub.add_parser(verb)
+        p.add_argument("--state", type=Path, required=True)
+        p.add_argument("--name", required=True)
+        p.add_argument("--work", type=Path, required=True)
+        p.add_argument("--caches", nargs="*", default=[], help="LABEL=FOLDER (build=..., inductor=...)")
+        if verb == "save":
+            p.add_argument("--into", type=Path, required=True)
+            p.add_argument("--budget-mb", type=float, default=15.0)
+    p = sub.add_parser("next-slice")
+    p.add_argument("--work", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.verb == "run":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        return run_slice(command, args.seconds, args.grace)
+    if args.verb == "count":
+        recorded, total = count(args.suite, args.only, args.results)
+        print(recorded, total)
+        return 0
+    if args.verb == "next-slice":
+        print(next_slice(args.work))
+        return 0
+    if args.verb == "restore":
+        print(restore(args.state, args.name, args.work, _caches(args.caches)))
+        return 0
+    sizes = save(args.state, args.into, args.name, args.work, _caches(args.caches), args.budget_mb)
+    print(
+        "state: "
+        + ", ".join(
+            f"{k} {_mib(v) if isinstance(v, int) and k != 'runs_in_flight' else v}" for k, v in sizes.items()
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
