@@ -226,6 +226,7 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         traced.concrete,
         matched_body,
         uses_cudnn,
+        tuple(sorted(emitter.runtime_helpers)),
     )
     return Program(
         source=source,
@@ -325,6 +326,7 @@ def _program_text(
     concrete: bool,
     matched_body: list[str] | None = None,
     uses_cudnn: bool = False,
+    runtime_helpers: tuple[str, ...] = (),
 ) -> str:
     extra = "Custom CUDA kernels implement the covered fusion groups; the rest stays PyTorch."
     lines = _header(analysis, extra)
@@ -341,6 +343,7 @@ def _program_text(
         names += ("_stitch_expect",)
     if analysis.traced is not None and analysis.traced.defaults:
         names += ("_stitch_expect_default",)
+    names += runtime_helpers  # helpers that statements left as PyTorch call (e.g. a demoted pick)
     if options.cuda_graph:
         names += GRAPH_HELPERS
     parts = ["\n".join(lines)]

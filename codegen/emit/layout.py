@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from codegen.emit.chain import CodegenError
 from codegen.emit.kernels import GroupWriter, Helper, build_chain, epi_functor, spec_ops
 from codegen.emit.row_io import functor_init, prefixed
 from codegen.frontend.layout_ops import MAX_DIMS, PARTS_PER_LAUNCH
@@ -41,6 +42,10 @@ def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         pieces = _concat(helper, args, epi, epi_init)
     elif mode in ("pad", "roll"):
         pieces = [_window(helper, args, epi, epi_init)]
+    elif mode == "nll_pick":
+        if group.epilogue:
+            raise CodegenError("nll_pick takes no epilogue")
+        pieces = [_nll_pick(helper, args)]
     elif mode == "fill":
         helper.lines += [
             f"x = {helper.ref(args['input'])}",
@@ -115,6 +120,24 @@ def _concat(helper: Helper, args: dict, epi: str, epi_init: str) -> list[Piece]:
         call += [offset, "y.data_ptr()", "outer", "total", "inner"]
         pieces.append((params, body, call))
     return pieces
+
+
+def _nll_pick(helper: Helper, args: dict) -> Piece:
+    """Cross entropy's pick: x at each sample's target class and the sample's weight, [2, *t.shape]."""
+    dim = int(args["dim"])
+    helper.lines += [
+        f"x = {helper.ref(args['input'])}.contiguous()",
+        f"t = {helper.ref(args['target'])}.contiguous()",
+        f"if tuple(t.shape) != tuple(x.shape[:{dim}]) + tuple(x.shape[{dim} + 1:]):",
+        "    raise ValueError(f'targets of shape {tuple(t.shape)} for scores of shape {tuple(x.shape)}')",
+        "y = torch.empty((2, *t.shape), device=x.device, dtype=torch.float32)",
+    ]
+    params = [("const float*", "x"), ("const int64_t*", "t"), ("float*", "y"), ("int64_t", "n")]
+    params += [("int64_t", "classes"), ("int64_t", "inner"), ("int64_t", "ignore")]
+    body = "  return stitch_nll_pick_run(x, t, y, n, classes, inner, ignore, stream);"
+    call = ["x.data_ptr()", "t.data_ptr()", "y.data_ptr()", "t.numel()", f"x.shape[{dim}]"]
+    call += [f"math.prod(x.shape[{dim} + 1:])", str(int(args["ignore"]))]
+    return params, body, call
 
 
 def _window(helper: Helper, args: dict, epi: str, epi_init: str) -> Piece:

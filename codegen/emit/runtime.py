@@ -86,6 +86,16 @@ def _stitch_expect(t: torch.Tensor, shape: tuple[int, ...]) -> None:
         raise ValueError(f"this program was specialised to input shape {shape}, got {tuple(t.shape)}")
 
 
+def _stitch_nll_pick(x: torch.Tensor, target: torch.Tensor, dim: int, ignore_index: int) -> torch.Tensor:
+    """What cross entropy picks per sample, stacked as [2, *target.shape]: x at the target class
+    (0 where the target is ignore_index) and 1.0 / 0.0 for whether the sample counts. The PyTorch
+    form of the COPY family's `nll_pick` kernel (templates/layout.cuh), for demoted groups."""
+    valid = target != ignore_index
+    safe = torch.where(valid, target, torch.zeros_like(target))
+    picked = x.gather(dim, safe.unsqueeze(dim)).squeeze(dim)
+    return torch.stack([torch.where(valid, picked, torch.zeros_like(picked)), valid.to(x.dtype)])
+
+
 def _stitch_expect_default(value: object, default: object, name: str) -> None:
     """A parameter get_inputs() leaves out was traced at its default; another value is a caller error."""
     if value is not default and value != default:

@@ -22,6 +22,8 @@ from torch import nn
 
 from codegen.frontend.ops import python_attr_path
 
+RUNTIME_MODULE = "codegen.emit.runtime"  # helpers the program carries (assemble._runtime_source)
+
 
 class EmitError(ValueError):
     """A node cannot be written back as Python; str() is one line."""
@@ -61,6 +63,7 @@ class ForwardEmitter:
         self.namespace.setdefault("operator", operator)
         self.namespace.setdefault("math", math)
         self.names: dict[fx.Node, str] = {}
+        self.runtime_helpers: set[str] = set()  # runtime helpers the written statements call
         taken = set(self.namespace) | set(dir(builtins)) | {"self"} | set(param_names)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(param_names):
@@ -77,7 +80,8 @@ class ForwardEmitter:
                 or name.startswith("_stitch")
                 or name.startswith("_g")
             ):
-                name = f"{name}_v"
+                # the program's own names start with _stitch / _g: a node named like one moves aside
+                name = f"v{name}" if name.startswith("_") else f"{name}_v"
             taken.add(name)
             self.names[node] = name
 
@@ -131,7 +135,14 @@ class ForwardEmitter:
 
     # ---- callables -----------------------------------------------------------------------------
     def function_text(self, fn: Any) -> str:
-        """How the program spells `fn`; checked by evaluating the spelling in the program namespace."""
+        """How the program spells `fn`; checked by evaluating the spelling in the program namespace.
+        A runtime helper (codegen/emit/runtime.py, e.g. `_stitch_nll_pick` written by a
+        decomposition) is spelled by its name; the program then carries its source."""
+        if getattr(fn, "__module__", "") == RUNTIME_MODULE and getattr(fn, "__name__", "").startswith(
+            "_stitch"
+        ):
+            self.runtime_helpers.add(fn.__name__)
+            return str(fn.__name__)
         candidates: list[str] = []
         with contextlib.suppress(Exception):  # not every callable has a qualified name
             candidates.append(torch.fx.node._get_qualified_name(fn))

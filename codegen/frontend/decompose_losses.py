@@ -21,7 +21,8 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-from codegen.frontend.trace_values import is_f32, rank_of, shape_of
+from codegen.emit.runtime import _stitch_nll_pick
+from codegen.frontend.trace_values import dtype_of, is_f32, rank_of, shape_of
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -317,15 +318,29 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Any:
     """Class-probability targets (a float32 target shaped like the input): -sum_c t log_softmax(x)
-    over the class dim. Class-index targets need a gather and are not written out."""
+    over the class dim. Class-index targets (int64): logsumexp(x) - x[target] per sample, through
+    one pick of the target class and the sample's weight (0 where the target is ignore_index), so
+    'mean' divides by the number of samples that count, as PyTorch does."""
     if _legacy(size_average, reduce) or weight is not None or label_smoothing != 0.0:
         return NotImplemented
-    if reduction not in _REDUCTIONS or not is_f32(tracer, input, target):
-        return NotImplemented
     rank = rank_of(tracer, input)
-    if rank < 1 or shape_of(tracer, input) != shape_of(tracer, target):
+    if reduction not in _REDUCTIONS or not is_f32(tracer, input) or rank < 1:
         return NotImplemented
     class_dim = 1 if rank >= 2 else 0
+    if dtype_of(tracer, target) == torch.int64 and type(ignore_index) is int:
+        expected = shape_of(tracer, input)[:class_dim] + shape_of(tracer, input)[class_dim + 1 :]
+        if shape_of(tracer, target) != expected:
+            return NotImplemented
+        picked: Any = tracer.create_proxy(
+            "call_function", _stitch_nll_pick, (input, target, class_dim, ignore_index), {}
+        )
+        counts = picked[1]
+        loss = (torch.logsumexp(input, dim=class_dim) - picked[0]) * counts
+        if reduction == "mean":
+            return torch.sum(loss) / torch.sum(counts)
+        return _reduce(loss, reduction)
+    if not is_f32(tracer, target) or shape_of(tracer, input) != shape_of(tracer, target):
+        return NotImplemented
     loss = -torch.sum(target * torch.log_softmax(input, dim=class_dim), dim=class_dim)
     return _reduce(loss, reduction)
 

@@ -18,14 +18,19 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
+from codegen.emit.runtime import _stitch_nll_pick
+
 if TYPE_CHECKING:
     from codegen.frontend.ops import Classifier, OpSpec
 
 COPY = "copy"  # the family of data-movement kernels (templates/layout.cuh)
 FILL_OPS = frozenset({"zeros_like", "ones_like", "full_like"})
 WINDOW_OPS = frozenset({"pad", "roll"})
-COPY_OPS = frozenset({"cat", "stack", "contiguous", "clone", "tril", "triu"}) | FILL_OPS | WINDOW_OPS
+COPY_OPS = (
+    frozenset({"cat", "stack", "contiguous", "clone", "tril", "triu", "nll_pick"}) | FILL_OPS | WINDOW_OPS
+)
 COPY_FUNCTIONS: list[tuple[str, list[Any]]] = [
+    ("nll_pick", [_stitch_nll_pick]),  # cross entropy's pick (decompose_losses.py)
     ("pad", [F.pad, getattr(torch._C._nn, "pad", F.pad)]),
     ("roll", [torch.roll]),
     ("stack", [torch.stack]),
@@ -74,6 +79,9 @@ def classify_copy(classifier: Classifier, spec: OpSpec) -> None:
         return
     if op in WINDOW_OPS:
         _window(classifier, spec)
+        return
+    if op == "nll_pick":
+        _nll_pick(classifier, spec)
         return
     x = _input(node)
     value = classifier.value(x)
@@ -177,6 +185,27 @@ def _window(classifier: Classifier, spec: OpSpec) -> None:
             lo[dim % rank] += shift
         spec.args = {"input": x, "mode": "roll", "lo": lo, "hi": hi, "value": 0.0}
     spec.family = COPY
+
+
+def _nll_pick(classifier: Classifier, spec: OpSpec) -> None:
+    """`_stitch_nll_pick(x, target, dim, ignore_index)`: float32 scores, int64 class targets."""
+    node = spec.node
+    x, target, dim, ignore = (list(node.args) + [None] * 4)[:4]
+    scores, classes = classifier.value(x), classifier.value(target)
+    if not _is_f32(scores) or not isinstance(classes, torch.Tensor) or classes.dtype != torch.int64:
+        classifier.reject(spec, "nll_pick of other than float32 scores and int64 targets")
+        return
+    if type(dim) is not int or type(ignore) is not int or node.kwargs:
+        classifier.reject(spec, "nll_pick with a non-constant dim or ignore_index")
+        return
+    spec.family = COPY
+    spec.args = {
+        "input": x,
+        "target": target,
+        "dim": dim % scores.dim(),
+        "ignore": ignore,
+        "mode": "nll_pick",
+    }
 
 
 def _fill(classifier: Classifier, spec: OpSpec, x: Any) -> None:

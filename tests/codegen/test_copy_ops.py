@@ -271,6 +271,7 @@ def test_demoted_groups_recreate_folded_tensor_constants() -> None:
 # The kernels of templates/layout.cuh compiled as plain C++ with one loop per block and thread, so the
 # index math (strided offsets, 32- and 64-bit paths, triangle tests, concat slices) runs on the CPU.
 EMULATION = r"""
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -354,6 +355,15 @@ int main(int argc, char** argv) {
       });
     };
     if (wide) go(uint64_t{}); else go(uint32_t{});
+  } else if (what == "nll") {  // nll classes inner ignore n targets...
+    const int64_t classes = atoll(argv[2]), inner = atoll(argv[3]), ignore = atoll(argv[4]);
+    const int64_t n = atoll(argv[5]);
+    std::vector<int64_t> t(n);
+    for (int64_t i = 0; i < n; ++i) t[i] = atoll(argv[6 + i]);
+    std::vector<float> x(n / inner * classes * inner);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
+    y.assign(2 * n, -1.0f);
+    run(2, 1, 4, [&] { stitch_nll_pick_kernel(x.data(), t.data(), y.data(), n, classes, inner, ignore); });
   } else {  // concat first outer inner size0 size1 size2 (three parts, the output's total after them)
     const int64_t first = atoll(argv[2]), outer = atoll(argv[3]), inner = atoll(argv[4]);
     const int64_t total = atoll(argv[8]);
@@ -572,3 +582,23 @@ def test_the_triangle_expression_matches_masked_fill(
         torch.arange(210, dtype=torch.float32).view(2, 3, 5, 7).masked_fill(~mask if invert else mask, -2.5)
     )
     assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("inner", "targets"), [(1, [3, 0, -100, 6, 5]), (3, [0, 6, 2, -100, 1, 1, 4, 5, 3])]
+)
+def test_the_nll_pick_kernel_picks_the_target_class_and_weighs_ignored_samples(
+    emulator: Path, inner: int, targets: list[int]
+) -> None:
+    classes, n = 7, len(targets)
+    got = _emulate(emulator, "nll", classes, inner, -100, n, *targets).view(2, n)
+    x = torch.arange(n // inner * classes * inner, dtype=torch.float32).view(n // inner, classes, inner)
+    t = torch.tensor(targets).view(n // inner, inner)
+    from codegen.emit.runtime import _stitch_nll_pick  # the PyTorch form the demoted program runs
+
+    assert torch.equal(got, _stitch_nll_pick(x, t, 1, -100).view(2, n))
+
+
+def test_an_out_of_range_target_reads_nan_not_memory(emulator: Path) -> None:
+    got = _emulate(emulator, "nll", 4, 1, -100, 3, 1, 4, -5).view(2, 3)
+    assert got[0, 0] == 1.0 and torch.isnan(got[0, 1:]).all() and torch.equal(got[1], torch.ones(3))

@@ -8,7 +8,8 @@
 //   so one launch covers all parts and no thread searches for its part; float4 copies where aligned;
 // - fill: y[e] = value (zeros_like, ones_like, full_like);
 // - window: y[e] = x at the output's coordinates moved by lo[d] per dim: MODE 3 pads (a coordinate
-//   outside the input reads `fill`; a negative lo crops: F.pad), MODE 4 wraps (torch.roll).
+//   outside the input reads `fill`; a negative lo crops: F.pad), MODE 4 wraps (torch.roll);
+// - nll_pick: cross entropy's per-sample pick of the target class and its weight.
 
 #define STITCH_MAX_DIMS 8
 
@@ -131,6 +132,36 @@ static int stitch_window_run(const float* x, float* y, const StitchStrides& s, c
   } else {
     stitch_window_kernel<MODE, uint64_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
   }
+  return (int)cudaGetLastError();
+}
+#endif
+
+// nll_pick: per sample e of the [outer, inner] target, y[e] = x[(o * classes + t) * inner + i] (0 when
+// t == ignore, NaN when t is outside [0, classes): PyTorch raises there) and y[n + e] = 1 or 0 for
+// whether the sample counts (cross entropy's pick and weight, one pass over the targets).
+__global__ void stitch_nll_pick_kernel(const float* __restrict__ x, const int64_t* __restrict__ t,
+                                       float* __restrict__ y, int64_t n, int64_t classes, int64_t inner,
+                                       int64_t ignore) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
+    const int64_t c = t[e];
+    const bool counts = c != ignore;
+    float v = 0.0f;
+    if (counts) {
+      const int64_t o = e / inner;
+      v = (c >= 0 && c < classes) ? x[(o * classes + c) * inner + (e - o * inner)] : NAN;
+    }
+    y[e] = v;
+    y[n + e] = counts ? 1.0f : 0.0f;
+  }
+}
+
+#ifndef STITCH_HOST_EMULATION
+static int stitch_nll_pick_run(const float* x, const int64_t* t, float* y, int64_t n, int64_t classes,
+                               int64_t inner, int64_t ignore, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaGetLastError();
+  const int threads = 256;
+  stitch_nll_pick_kernel<<<stitch_grid(n, threads, 16), threads, 0, stream>>>(x, t, y, n, classes, inner, ignore);
   return (int)cudaGetLastError();
 }
 #endif
