@@ -584,9 +584,7 @@ def test_the_triangle_expression_matches_masked_fill(
     assert torch.equal(got, expected)
 
 
-@pytest.mark.parametrize(
-    ("inner", "targets"), [(1, [3, 0, -100, 6, 5]), (3, [0, 6, 2, -100, 1, 1, 4, 5, 3])]
-)
+@pytest.mark.parametrize(("inner", "targets"), [(1, [3, 0, -100, 6, 5]), (3, [0, 6, 2, -100, 1, 1, 4, 5, 3])])
 def test_the_nll_pick_kernel_picks_the_target_class_and_weighs_ignored_samples(
     emulator: Path, inner: int, targets: list[int]
 ) -> None:

@@ -70,7 +70,17 @@ def test_written_out_calls_leave_nothing_to_pytorch() -> None:
     plan = OfflinePolicy().plan(task_of(DECOMPOSED), None)
     assert plan.traced and plan.uncovered_ops == []
     covered = set(plan.covered_ops)
-    assert {"sqrt", "sum", "xlogy", "log_softmax", "matmul", "bmm", "reshape", "nll_pick", "logsumexp"} <= covered
+    assert {
+        "sqrt",
+        "sum",
+        "xlogy",
+        "log_softmax",
+        "matmul",
+        "bmm",
+        "reshape",
+        "nll_pick",
+        "logsumexp",
+    } <= covered
     for name in ("norm", "einsum", "unfold", "kl_div", "smooth_l1_loss", "tripletmarginloss", "huberloss"):
         assert name not in covered
     kinds = [g.kind for g in plan.groups]
