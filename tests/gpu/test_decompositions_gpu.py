@@ -6,7 +6,7 @@ Cases: tests/fixtures/problems/level2/33_Decomposed_Ops.py (every written-out ca
 level3/7_Stateful_Cell.py (attribute writes, an in-place copy into the attribute, defaulted
 parameters) and level3/8_SSD_Chunked_Scan.py (einops, a triangle-masked segment sum, four-operand
 einsums), as planned, as a CUDA graph and at demotion level 1; then the suite problems that use
-them (level1/51-55, level3/22_VanillaRNNState, level3/23_Mamba2SSD) at full size, timed against eager. The checks and the
+them (level1/51-56, level3/22_VanillaRNNState, level3/23_Mamba2SSD) at full size, timed against eager. The checks and the
 table are the shared harness's (tests/support/family_gpu.py: check_case, print_table): allclose 1e-4
 against fp32, the error against float64 within max(1e-5, 16 x the fp32 reference's own), two calls
 agreeing.
@@ -39,6 +39,7 @@ SUITE_NAMES = (
     "level1/53_TripletMarginLoss",
     "level1/54_KLDivLoss",
     "level1/55_Einsum_AttentionScores",
+    "level1/56_CrossEntropyLoss",
     "level3/22_VanillaRNNState",
     "level3/23_Mamba2SSD",
 )
