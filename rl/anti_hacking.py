@@ -18,35 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rl.candidate_files import candidate_source, expectation
 from rl.reward import RewardSettings, RuleSettings, make_sample
 from rl.reward.batch import RewardService
 from rl.reward.sample import Breakdown
 
 KINDS = ("honest", "adversarial")
-_BASE_LINE = re.compile(r"^# harness-base: (\S+).*\n", re.MULTILINE)
-_EXPECT_LINE = re.compile(r"^# harness-expect: (.*)$", re.MULTILINE)
-
-
-def candidate_source(path: Path) -> str:
-    """The candidate's whole program: its `# harness-base:` line replaced by that file's text."""
-    text = path.read_text()
-    match = _BASE_LINE.search(text)
-    if match is None:
-        return text
-    base = (path.parent / match.group(1)).read_text()
-    return text[: match.start()] + base + text[match.end() :]
-
-
-def expectation(path: Path) -> dict[str, str]:
-    """The candidate's `# harness-expect: key=value ...` line as a dict (empty without one)."""
-    match = _EXPECT_LINE.search(path.read_text())
-    return dict(item.split("=", 1) for item in match.group(1).split() if "=" in item) if match else {}
 
 
 def candidates(root: Path) -> list[tuple[str, Path, Path]]:

@@ -298,10 +298,7 @@ class _MetaTracer(fx.Tracer):
             with MetaRnnShapes():  # a recurrent layer's shapes without its step-by-step meta kernel
                 return self.root.get_submodule(target)(*args_v, **kwargs_v)
         if kind == "get_attr":
-            obj: Any = self.root
-            for part in target.split("."):
-                obj = getattr(obj, part)
-            return obj
+            return _resolve(self.root, target)
         raise TraceFailure(f"unexpected node kind {kind}")
 
 

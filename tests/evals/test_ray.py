@@ -27,17 +27,11 @@ from typing import Any
 import pytest
 from conftest import REPO
 from support.eval_suite import TESTS
+from support.ray_tests import require_ray
 
 from evals import runner
 
-try:
-    import ray
-except ImportError:
-    if os.environ.get("STITCHCUDA_REQUIRE_RAY") == "1":
-        raise RuntimeError(
-            'STITCHCUDA_REQUIRE_RAY=1 but Ray is not installed: pip install -e ".[ray]"'
-        ) from None
-    pytest.skip('no Ray (pip install -e ".[ray]")', allow_module_level=True)
+ray = require_ray()
 
 SEGFAULT = (REPO / "tests" / "candidates" / "adversarial" / "faults" / "segfault.py").read_text()
 

@@ -21,18 +21,12 @@ from typing import Any
 
 import pytest
 from conftest import REPO
+from support.ray_tests import require_ray
 
 from evals import runner
 
-try:
-    import ray
-    from ray.cluster_utils import Cluster
-except ImportError:
-    if os.environ.get("STITCHCUDA_REQUIRE_RAY") == "1":
-        raise RuntimeError(
-            'STITCHCUDA_REQUIRE_RAY=1 but Ray is not installed: pip install -e ".[ray]"'
-        ) from None
-    pytest.skip('no Ray (pip install -e ".[ray]")', allow_module_level=True)
+ray = require_ray()
+from ray.cluster_utils import Cluster  # noqa: E402
 
 # Logs each attempt with its Ray worker's parent (the node's raylet), then writes a verified report.
 FAKE_RUN = """

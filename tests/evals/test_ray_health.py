@@ -20,7 +20,6 @@ Skips without Ray unless STITCHCUDA_REQUIRE_RAY=1 (which .ci/run sets).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,17 +27,11 @@ from typing import Any
 
 import pytest
 from conftest import REPO
+from support.ray_tests import require_ray
 
 from evals import gpu_health, runner
 
-try:
-    import ray
-except ImportError:
-    if os.environ.get("STITCHCUDA_REQUIRE_RAY") == "1":
-        raise RuntimeError(
-            'STITCHCUDA_REQUIRE_RAY=1 but Ray is not installed: pip install -e ".[ray]"'
-        ) from None
-    pytest.skip('no Ray (pip install -e ".[ray]")', allow_module_level=True)
+ray = require_ray()
 
 # The run: logs start and end (problem, the GPU Ray gave it), then writes a report whose attempts end
 # as the problem's name says. "Breaks" marks its GPU broken on its first run and ends in

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from conftest import FIXTURES, REPO
 from support.llm_answers import SCALE_RELU_PLAN
 from support.llm_stub_server import Reply, StubServer
 from support.scripted_policy import OPTIMIZED
+from support.serving import free_port
 
 from graph.context import Context, context_fields
 from graph.state import InputState
@@ -49,12 +49,6 @@ pytestmark = pytest.mark.skipif(
     LANGGRAPH is None,
     reason="langgraph-cli[inmem] and langgraph-sdk are not installed (python -m pip install -e '.[studio]')",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

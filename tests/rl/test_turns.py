@@ -16,14 +16,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
 from langgraph.checkpoint.memory import InMemorySaver
-from support.llm_answers import SCALE_RELU_PLAN
-from support.llm_stub_server import Reply, StubServer
+from support.llm_answers import SCALE_RELU_PLAN, coder_answer
+from support.llm_stub_server import Reply, StubServer, isolate_model_settings
 from support.scripted_policy import BUILD_ERROR, CORRECT_CPP
 
 from graph.artifacts import Plan, Task
@@ -39,21 +38,9 @@ GARBAGE = "Sure! The kernel subtracts 0.5, applies a ReLU and scales; I will des
 ADVICE = {"kind": "optimize", "summary": "one scalar loop", "suggestions": ["vectorise"]}
 
 
-def answer(program: str, summary: str) -> str:
-    return f"Summary: {summary}\n\n```python\n{program}```\n"
-
-
 @pytest.fixture
-def _model_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Only the Context names models and endpoints; a developer's environment must not leak in."""
-    for name in list(os.environ):
-        if name.startswith("STITCHCUDA_") and any(
-            part in name for part in ("_LLM_", "_PLANNER_", "_CODER_", "_VERIFIER_", "_JUDGE_")
-        ):
-            monkeypatch.delenv(name)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
-    yield
+def _model_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_model_settings(monkeypatch)
 
 
 def records(out: Path) -> list[dict]:
@@ -64,9 +51,9 @@ def records(out: Path) -> list[dict]:
 @pytest.mark.usefixtures("_model_environment")
 def test_llm_policy_turns_hold_the_exact_exchange_and_become_rows(tmp_path: Path) -> None:
     replies = [
-        answer(BUILD_ERROR, "a first C++ extension"),  # write -> build error -> fix
+        coder_answer(BUILD_ERROR, "a first C++ extension"),  # write -> build error -> fix
         GARBAGE,  # fix -> unusable -> fix again (an error turn)
-        answer(CORRECT_CPP, "fixed the C++ syntax"),  # fix -> passed -> profile -> finalize
+        coder_answer(CORRECT_CPP, "fixed the C++ syntax"),  # fix -> passed -> profile -> finalize
     ]
     out = tmp_path / "run"
     with StubServer([Reply.json(SCALE_RELU_PLAN), *map(Reply.text, replies), Reply.json(ADVICE)]) as server:

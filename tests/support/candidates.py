@@ -1,33 +1,21 @@
-"""The test candidates (tests/candidates/): a candidate's full source and its declared expectation.
+"""The test candidates (tests/candidates/): where they live, and their declared expectation.
 
-Why a loader: a candidate is one self-contained program (the worker executes it as a string), but
-several cheats share the same ~100-line extension and differ only in `forward`. Such a candidate
-names the shared part in a `# harness-base: <path> (...)` line, and `candidate_source` puts that
-file's text in place of the line: the program the worker, the static checks and the CLI see.
+The file format (a `# harness-base:` line splicing in a shared extension, a `# harness-expect:`
+line) is read by rl/candidate_files.py, which the anti-hacking table uses too.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from rl.candidate_files import candidate_source as candidate_source
+from rl.candidate_files import expectation as declared_expectation
+
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
-_BASE_LINE = re.compile(r"^# harness-base: (\S+).*\n", re.M)
-_EXPECT_LINE = re.compile(r"^# harness-expect: (.*)$", re.M)
-
-
-def candidate_source(path: Path) -> str:
-    """The candidate's program, with its `# harness-base:` line replaced by that file's text."""
-    text = path.read_text()
-    match = _BASE_LINE.search(text)
-    if match is None:
-        return text
-    base = (path.parent / match.group(1)).read_text()
-    return text[: match.start()] + base + text[match.end() :]
 
 
 def expectation(path: Path) -> dict[str, str]:
-    """The candidate's `# harness-expect: key=value ...` line as a dict."""
-    match = _EXPECT_LINE.search(path.read_text())
-    assert match, f"{path.name} declares no expectation"
-    return dict(item.split("=", 1) for item in match.group(1).split())
+    """The candidate's `# harness-expect: key=value ...` line as a dict; every test candidate has one."""
+    declared = declared_expectation(path)
+    assert declared, f"{path.name} declares no expectation"
+    return declared

@@ -37,3 +37,8 @@ RELU_PLAN = plan_answer(
     title="Write the float4 ReLU kernel",
 )
 """The plan for a lone ReLU, with a model-chosen group id."""
+
+
+def coder_answer(program: str, summary: str) -> str:
+    """A coder's answer as the prompts ask for it: a summary line, then the program in one fence."""
+    return f"Summary: {summary}\n\n```python\n{program}```\n"

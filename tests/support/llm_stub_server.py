@@ -15,6 +15,7 @@ which a test sees as an extra, unexpected call.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import deque
@@ -218,3 +219,15 @@ def _handler_for(server: StubServer) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (a timeout test); nothing to answer
 
     return Handler
+
+
+def isolate_model_settings(monkeypatch: Any) -> None:
+    """Only a test's Context names models and endpoints: drop a developer's STITCHCUDA_*_LLM/role
+    settings and OPENAI_BASE_URL from the environment, and give the client a placeholder key."""
+    for name in list(os.environ):
+        if name.startswith("STITCHCUDA_") and any(
+            part in name for part in ("_LLM_", "_PLANNER_", "_CODER_", "_VERIFIER_", "_JUDGE_")
+        ):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")

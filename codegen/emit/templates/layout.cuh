@@ -57,23 +57,37 @@ __global__ void stitch_gather_kernel(const float* __restrict__ x, float* __restr
 }
 
 #ifndef STITCH_HOST_EMULATION  // tests/codegen/test_copy_ops.py runs the kernels' index math on the CPU
+// 32-bit index math suffices when every element index and every offset read fits (`sizes`: the
+// extents the offsets walk, `s.stride` their strides): integer division is these kernels' main cost.
+static bool stitch_fits_32(int64_t n, const StitchStrides& s, const int64_t* sizes) {
+  int64_t reach = 0;  // the largest offset read
+  for (int d = 0; d < s.nd; ++d) reach += (sizes[d] - 1) * s.stride[d];
+  return n < 2147483647LL && reach < 2147483647LL;
+}
+
+// One grid-stride launch over n elements, `launch(index, blocks, threads)` instantiating the kernel
+// with 32- or 64-bit indices (the index argument's type).
+template <class Launch>
+static int stitch_launch_indexed(int64_t n, bool narrow, Launch launch) {
+  if (n <= 0) return (int)cudaGetLastError();
+  const int threads = 256;
+  const unsigned blocks = stitch_grid(n, threads, 16);
+  if (narrow) {
+    launch(uint32_t{}, blocks, threads);
+  } else {
+    launch(uint64_t{}, blocks, threads);
+  }
+  return (int)cudaGetLastError();
+}
+
 // Sizes and strides arrive outermost first; the host has already merged dims that are contiguous
 // with each other (contiguous / clone only: a triangle mask needs its last two dims).
 template <int MODE, class Epi>
 static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, int64_t n, int64_t diag,
                              const Epi& epi, cudaStream_t stream) {
-  if (n <= 0) return (int)cudaGetLastError();
-  int64_t reach = 0;  // the largest offset read
-  for (int d = 0; d < s.nd; ++d) reach += (s.size[d] - 1) * s.stride[d];
-  const bool narrow = n < 2147483647LL && reach < 2147483647LL;
-  const int threads = 256;
-  const unsigned blocks = stitch_grid(n, threads, 16);
-  if (narrow) {
-    stitch_gather_kernel<MODE, uint32_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
-  } else {
-    stitch_gather_kernel<MODE, uint64_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
-  }
-  return (int)cudaGetLastError();
+  return stitch_launch_indexed(n, stitch_fits_32(n, s, s.size), [&](auto index, unsigned blocks, int threads) {
+    stitch_gather_kernel<MODE, decltype(index), Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
+  });
 }
 #endif
 
@@ -121,18 +135,9 @@ __global__ void stitch_window_kernel(const float* __restrict__ x, float* __restr
 template <int MODE, class Epi>
 static int stitch_window_run(const float* x, float* y, const StitchStrides& s, const StitchWindow& w, int64_t n,
                              float fill, const Epi& epi, cudaStream_t stream) {
-  if (n <= 0) return (int)cudaGetLastError();
-  int64_t reach = 0;  // the largest offset read
-  for (int d = 0; d < s.nd; ++d) reach += (w.in_size[d] - 1) * s.stride[d];
-  const bool narrow = n < 2147483647LL && reach < 2147483647LL;
-  const int threads = 256;
-  const unsigned blocks = stitch_grid(n, threads, 16);
-  if (narrow) {
-    stitch_window_kernel<MODE, uint32_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
-  } else {
-    stitch_window_kernel<MODE, uint64_t, Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
-  }
-  return (int)cudaGetLastError();
+  return stitch_launch_indexed(n, stitch_fits_32(n, s, w.in_size), [&](auto index, unsigned blocks, int threads) {
+    stitch_window_kernel<MODE, decltype(index), Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
+  });
 }
 #endif
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, REPO
 from langgraph.checkpoint.memory import InMemorySaver
-from support.llm_answers import SCALE_RELU_PLAN
-from support.llm_stub_server import RecordedRequest, Reply, StubServer
+from support.llm_answers import SCALE_RELU_PLAN, coder_answer
+from support.llm_stub_server import RecordedRequest, Reply, StubServer, isolate_model_settings
 from support.scripted_policy import BUILD_ERROR, CORRECT_CPP, OPTIMIZED
 
 from graph.build import builder
@@ -36,22 +36,9 @@ ADVICE_1 = {
 ADVICE_2 = {"kind": "optimize", "summary": "three aten kernels now; fuse them", "suggestions": ["fuse"]}
 
 
-def answer(program: str, summary: str) -> str:
-    return f"Summary: {summary}\n\n```python\n{program}```\n"
-
-
 @pytest.fixture(autouse=True)
 def _model_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only the Context names models and endpoints here; a developer's environment must not leak in."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("STITCHCUDA_") and any(
-            part in name for part in ("_LLM_", "_PLANNER_", "_CODER_", "_VERIFIER_", "_JUDGE_")
-        ):
-            monkeypatch.delenv(name)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
+    isolate_model_settings(monkeypatch)
 
 
 @pytest.fixture
@@ -109,11 +96,11 @@ def section(prompt: str, title: str) -> str:
 def test_fix_and_optimise_loop_with_every_failure_on_its_edge(server: StubServer) -> None:
     server.add(
         Reply.json(SCALE_RELU_PLAN),
-        Reply.text(answer(BUILD_ERROR, "a first C++ extension")),  # -> build_error -> fix
+        Reply.text(coder_answer(BUILD_ERROR, "a first C++ extension")),  # -> build_error -> fix
         Reply.text(GARBAGE),  # -> parse_error -> fix (coder -> coder)
-        Reply.text(answer(CORRECT_CPP, "fixed the C++ syntax")),  # -> passed -> profile
+        Reply.text(coder_answer(CORRECT_CPP, "fixed the C++ syntax")),  # -> passed -> profile
         Reply.json(ADVICE_1),  # verifier advice -> optimize
-        Reply.text(answer(OPTIMIZED, "vectorised torch ops")),  # -> passed -> profile -> rounds spent
+        Reply.text(coder_answer(OPTIMIZED, "vectorised torch ops")),  # -> passed -> profile -> rounds spent
         Reply.json(ADVICE_2),
     )
     state, steps = run(llm_context(server))
@@ -208,7 +195,7 @@ def test_repeated_garbage_without_a_program_ends_failed(server: StubServer) -> N
 def test_repeated_garbage_while_optimising_keeps_the_verified_program(server: StubServer) -> None:
     server.add(
         Reply.json(SCALE_RELU_PLAN),
-        Reply.text(answer(OPTIMIZED, "torch ops")),
+        Reply.text(coder_answer(OPTIMIZED, "torch ops")),
         Reply.json(ADVICE_2),
         *[Reply.text(GARBAGE)] * 3,
     )
@@ -237,7 +224,7 @@ def test_repeated_garbage_while_optimising_keeps_the_verified_program(server: St
 def test_an_endpoint_failure_ends_the_run_with_the_best_program_kept(server: StubServer) -> None:
     server.add(
         Reply.json(SCALE_RELU_PLAN),
-        Reply.text(answer(OPTIMIZED, "torch ops")),
+        Reply.text(coder_answer(OPTIMIZED, "torch ops")),
         Reply.json(ADVICE_2),
         Reply.error(500, "model server out of memory"),
     )

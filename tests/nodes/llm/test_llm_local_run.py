@@ -23,13 +23,9 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import queue
-import shlex
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +35,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, REPO
 from support.recording_langsmith import RecordingLangSmith
+from support.serving import free_port, printed_exports
 
 pytestmark = [pytest.mark.local_llm, pytest.mark.slow]
 
@@ -60,12 +57,6 @@ SERVE_READY_S = 900.0  # a first conversion plus the server's start (under a min
 EXPORTS = ("STITCHCUDA_LLM_BASE_URL", "STITCHCUDA_LLM_MODEL", "OPENAI_API_KEY", *RECOMMENDED_SETTINGS)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Served:
     """`stitchcuda llm serve-local` running: its process, what it printed to export, its stderr."""
@@ -84,33 +75,6 @@ def _sigint_as_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _printed_exports(process: subprocess.Popen[str], deadline_s: float) -> dict[str, str]:
-    """The `export NAME=VALUE` lines serve-local prints on stdout once the server is ready."""
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    exports: dict[str, str] = {}
-    deadline = time.monotonic() + deadline_s
-    while set(EXPORTS) - set(exports):
-        try:
-            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        if line is None:
-            break
-        words = shlex.split(line)
-        assert words[0] == "export" and len(words) == 2, f"serve-local printed {line!r} on stdout"
-        name, _, value = words[1].partition("=")
-        exports[name] = value
-    return exports
-
-
 @pytest.fixture(scope="module")
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     opted_in = os.environ.get(OPT_IN_ENV) == "1" or "local_llm" in (
@@ -125,14 +89,14 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     except LocalModelError as exc:
         pytest.skip(str(exc))
     stderr = tmp_path_factory.mktemp("serve") / "serve-local.stderr"
-    command = [sys.executable, "-m", "graph.cli", "llm", "serve-local", "--port", str(_free_port())]
+    command = [sys.executable, "-m", "graph.cli", "llm", "serve-local", "--port", str(free_port())]
     started = time.monotonic()
     with stderr.open("w") as err:  # the checkpoint is converted once per machine, then reused
         process = subprocess.Popen(
             command, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=_sigint_as_ctrl_c
         )
     try:
-        exports = _printed_exports(process, SERVE_READY_S)
+        exports = printed_exports(process, EXPORTS, SERVE_READY_S)
         assert set(exports) == set(EXPORTS), f"serve-local printed {exports}; stderr:\n{stderr.read_text()}"
         print(f"serve-local ready in {time.monotonic() - started:.0f} s: {exports}")
         yield Served(process, exports, stderr)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.llm_stub_server import StubServer
+from support.serving import free_port
 
 from graph.cli import build_parser
 from nodes.llm import local_model
@@ -83,7 +84,7 @@ def test_exports_point_the_policy_at_the_server() -> None:
 
 
 def test_a_server_that_dies_at_start_is_reported_with_its_log(tmp_path: Path) -> None:
-    server = LocalServer(tmp_path, port=_free_port(), log_path=tmp_path / "serve.log")
+    server = LocalServer(tmp_path, port=free_port(), log_path=tmp_path / "serve.log")
     server.command = [sys.executable, "-c", "import sys; print('no such checkpoint here'); sys.exit(3)"]
     with pytest.raises(LocalModelError) as info:
         server.start(ready_timeout_s=60)
@@ -92,7 +93,7 @@ def test_a_server_that_dies_at_start_is_reported_with_its_log(tmp_path: Path) ->
 
 
 def test_a_server_that_never_gets_ready_is_stopped(tmp_path: Path) -> None:
-    server = LocalServer(tmp_path, port=_free_port(), log_path=tmp_path / "serve.log")
+    server = LocalServer(tmp_path, port=free_port(), log_path=tmp_path / "serve.log")
     server.command = [sys.executable, "-c", "import time; time.sleep(60)"]
     with pytest.raises(LocalModelError, match="not ready .* within 1 s"):
         server.start(ready_timeout_s=1)
@@ -109,11 +110,3 @@ def test_a_port_that_already_answers_is_refused(tmp_path: Path) -> None:
 def test_the_cli_has_the_serve_local_command() -> None:
     args = build_parser().parse_args(["llm", "serve-local", "--port", "8123", "--convert-only"])
     assert args.port == 8123 and args.convert_only and args.llm_command == "serve-local"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -36,6 +36,7 @@ try:
 except ImportError:  # tests/ imported as a package
     from support.llm_stub_server import Reply, StubServer
 from support.llm_answers import RELU_PLAN
+from support.llm_answers import coder_answer as make_coder_answer
 
 REPO = Path(__file__).resolve().parents[3]
 RELU_SOLUTION = (REPO / "docs" / "examples" / "relu_solution.py").read_text()
@@ -122,7 +123,7 @@ def broken_offline(context: Context) -> OfflineDouble:
 
 
 def coder_answer(program: str = RELU_SOLUTION, summary: str = "a vectorised ReLU") -> str:
-    return f"Summary: {summary}\n\n```python\n{program}```\n"
+    return make_coder_answer(program, summary)
 
 
 @pytest.fixture

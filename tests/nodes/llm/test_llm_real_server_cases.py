@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
-import shlex
 import signal
 import socket
 import subprocess
@@ -29,6 +27,7 @@ from pathlib import Path
 import pytest
 from support.llm_answers import RELU_PLAN
 from support.llm_stub_server import Reply, StubServer
+from support.serving import free_port, printed_exports
 from test_llm_policy import PLAN, TASK, OfflineDouble, make_policy
 
 from graph.context import Context
@@ -178,41 +177,13 @@ SERVE_LOCAL = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _exports(process: subprocess.Popen[str], count: int, timeout_s: float) -> dict[str, str]:
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    found: dict[str, str] = {}
-    deadline = time.monotonic() + timeout_s
-    while len(found) < count:
-        line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-        assert line is not None, "serve-local ended before printing its exports"
-        (word, assignment) = shlex.split(line)
-        assert word == "export", line
-        name, _, value = assignment.partition("=")
-        found[name] = value
-    return found
-
-
 def test_serve_local_prints_the_exports_serves_through_langchain_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     from langchain_openai import ChatOpenAI
     from pydantic import SecretStr
 
     checkpoint = tmp_path / "models" / "SmolLM2-135M-Instruct"
     checkpoint.mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STITCHCUDA_", "OPENAI_"))}
     process = subprocess.Popen(
         [sys.executable, "-c", SERVE_LOCAL, str(checkpoint), FAKE_SERVE, str(port)],
@@ -224,7 +195,8 @@ def test_serve_local_prints_the_exports_serves_through_langchain_and_stops_on_ct
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C, even from a background job
     )
     try:
-        exports = _exports(process, 3 + len(RECOMMENDED_SETTINGS), timeout_s=60)
+        names = ("STITCHCUDA_LLM_BASE_URL", "STITCHCUDA_LLM_MODEL", "OPENAI_API_KEY", *RECOMMENDED_SETTINGS)
+        exports = printed_exports(process, names, deadline_s=60)
         base_url = f"http://127.0.0.1:{port}/v1"
         assert exports == {
             "STITCHCUDA_LLM_BASE_URL": base_url,
