@@ -64,8 +64,13 @@ def become_subreaper() -> bool:
 
 
 def descendants(root: int) -> list[int]:
-    """Every live process below `root` (by parent pid, read from /proc)."""
+    """Every live process below `root` (by parent pid, read from /proc).
+
+    Zombies are walked through but not returned: /proc is not read atomically, so a child may have
+    been read with its old parent's pid just before that parent exited.
+    """
     children: dict[int, list[int]] = {}
+    zombies: set[int] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -74,13 +79,14 @@ def descendants(root: int) -> list[int]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":  # a zombie: already dead, waiting to be reaped
-            continue
+        if fields[0] == "Z":  # dead, waiting to be reaped
+            zombies.add(int(entry.name))
         children.setdefault(int(fields[1]), []).append(int(entry.name))
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):
-            found.append(child)
+            if child not in zombies:
+                found.append(child)
             todo.append(child)
     return found
 
@@ -96,6 +102,18 @@ def _reap() -> None:
             return
 
 
+def _none_left(me: int, scans: int = 3, gap_s: float = 0.1) -> bool:
+    """No descendant in `scans` scans in a row: one empty scan can miss a child whose parent was
+    exiting while /proc was read (it is re-parented to us a moment later)."""
+    for i in range(scans):
+        if i:
+            time.sleep(gap_s)
+        _reap()
+        if descendants(me):
+            return False
+    return True
+
+
 def kill_tree(grace_s: float) -> int:
     """SIGTERM every descendant of this process, SIGKILL what is left after the grace; how many there were."""
     me = os.getpid()
@@ -106,9 +124,11 @@ def kill_tree(grace_s: float) -> int:
                 os.kill(pid, sig)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            _reap()
-            if not descendants(me):
+            if _none_left(me):
                 return len(first)
+            for pid in descendants(me) if sig == signal.SIGKILL else ():
+                with contextlib.suppress(ProcessLookupError):  # a late re-parented one
+                    os.kill(pid, sig)
             time.sleep(0.1)
     _reap()
     return len(first)
