@@ -62,13 +62,18 @@ def passes(ref: torch.Tensor, new: torch.Tensor) -> bool:
     return bool(torch.allclose(ref.float(), new.float(), atol=TOLERANCE, rtol=TOLERANCE))
 
 
-def load(problem: Path, program: Path | None, build: str) -> dict[str, Any]:
-    """Exec the problem, then the program after KernelBench's two lines, into one shared dict."""
+def load_problem(problem: Path) -> dict[str, Any]:
+    """Exec the problem into a fresh dict (KernelBench's context)."""
     context: dict[str, Any] = {}
     exec(compile(problem.read_text(), "<string>", "exec"), context)
-    if program is not None:
-        exec(compile(PREFIX.format(build=build) + program.read_text(), "<string>", "exec"), context)
     return context
+
+
+def load_program(context: dict[str, Any], program: Path, build: str) -> None:
+    """Exec the program after KernelBench's two lines into the problem's dict. As in KernelBench, the
+    reference models are built before: a program's copies of the reference's helper classes (kept for
+    ModelNew's parameters, without their forward) replace those names in the shared dict."""
+    exec(compile(PREFIX.format(build=build) + program.read_text(), "<string>", "exec"), context)
 
 
 def make(cls: Callable[..., torch.nn.Module], init: list[Any], device: torch.device) -> torch.nn.Module:
@@ -113,7 +118,7 @@ def conv_kernels(fn: Callable[[], Any]) -> Counter[str]:
 
 def investigate(problem: Path, program: Path | None, build: str) -> dict[str, Any]:
     device = torch.device("cuda")
-    context = load(problem, program, build)
+    context = load_problem(problem)
     set_seed(42)
     init = context["get_init_inputs"]()
     set_seed(first_trial_seed())
@@ -126,6 +131,8 @@ def investigate(problem: Path, program: Path | None, build: str) -> dict[str, An
             with tf32(on):
                 outs[f"ref_tf32_{'on' if on else 'off'}"] = reference(*inputs).clone()
         ref64 = make(context["Model"], init, device).double()
+        if program is not None:
+            load_program(context, program, build)
         outs["ref_fp64"] = ref64(*[x.double() if isinstance(x, torch.Tensor) else x for x in inputs])
         # One-ulp perturbation of the input: the noise floor of TF32 through this model.
         bumped = [

@@ -243,6 +243,52 @@ __global__ void stitch_axis_cols_kernel(Pro pro, Epi epi, float* saved, float* y
   }
 }
 
+// inner > 1, inner a multiple of 4 and every operand 16-byte aligned: as the kernel above, but each
+// thread owns 4 adjacent columns read as one float4 (128 columns per block, blockDim.y <= 8), so a warp
+// moves 512 bytes per load instead of 128.
+#define STITCH_AXIS_COLS4_Y 8
+template <int OP, class Pro, class Epi>
+__global__ void stitch_axis_cols4_kernel(Pro pro, Epi epi, float* saved, float* y, int64_t* idx, StitchAxisState* ws,
+                                         int64_t outer, int64_t R, int64_t inner, int64_t parts, int64_t chunk) {
+  __shared__ StitchAxisState part[STITCH_AXIS_COLS4_Y][128];
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  const int64_t i = ((int64_t)blockIdx.x * 32 + tx) * 4;
+  const int64_t lo = (int64_t)blockIdx.z * chunk;
+  const int64_t hi = lo + chunk < R ? lo + chunk : R;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    StitchAxisState st[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) st[k] = stitch_axis_init<OP>();
+    if (i < inner) {
+#pragma unroll 4
+      for (int64_t r = lo + ty; r < hi; r += blockDim.y) {
+        const int64_t e = (o * R + r) * inner + i;
+        float t[4];
+        pro.load4(e, t);
+        if (saved != nullptr) stitch_st4(saved + e, t);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) stitch_axis_step<OP>(st[k], t[k], r);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) part[ty][4 * tx + k] = st[k];
+    __syncthreads();
+    if (ty == 0 && i < inner) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        for (int q = 1; q < (int)blockDim.y; ++q) stitch_axis_merge<OP>(st[k], part[q][4 * tx + k]);
+        if (ws != nullptr) {
+          ws[(o * inner + i + k) * parts + blockIdx.z] = st[k];
+        } else {
+          stitch_axis_store<OP>(epi, st[k], y, idx, o * inner + i + k);
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // Merges the `parts` states of each output (one warp per output) and stores it.
 template <int OP, class Epi>
 __global__ void stitch_axis_finish_kernel(Epi epi, const StitchAxisState* ws, float* y, int64_t* idx, int64_t outputs,
@@ -270,7 +316,9 @@ static int stitch_axis_reduce_run(const Pro& pro, const Epi& epi, float* saved, 
   int64_t chunk = R;
   dim3 grid, block;
   const bool rows = inner == 1;
-  const bool vec = rows && (R & 3) == 0 && pro.vec_ok() && (saved == nullptr || stitch_aligned16(saved));
+  const bool aligned = pro.vec_ok() && (saved == nullptr || stitch_aligned16(saved));
+  const bool vec = rows && (R & 3) == 0 && aligned;
+  const bool cols4 = !rows && (inner & 3) == 0 && aligned;
   if (rows) {
     if (R <= 4096) {
       stitch_axis_warp_kernel<OP, Pro, Epi><<<stitch_grid_all(outer, 8), 256, 0, stream>>>(pro, epi, saved, y, idx,
@@ -287,14 +335,14 @@ static int stitch_axis_reduce_run(const Pro& pro, const Epi& epi, float* saved, 
     grid = dim3(stitch_grid_all(outer * parts, 1));
     block = dim3(R >= 32768 && parts == 1 ? 1024 : 256);
   } else {
-    const int64_t tiles = stitch_axis_div_up(inner, 32);
+    const int64_t tiles = stitch_axis_div_up(inner, cols4 ? 128 : 32);
     if (tiles > 2147483647LL) return (int)cudaErrorInvalidValue;
     int ythreads = R >= 64 ? 8 : (R >= 8 ? 4 : 1);
     const int64_t blocks = tiles * outer;
     if (blocks < want && R >= 256) {
-      ythreads = 32;
+      ythreads = cols4 ? STITCH_AXIS_COLS4_Y : 32;
       parts = stitch_axis_div_up(want, blocks);
-      const int64_t most = stitch_axis_div_up(R, 32 * 16);  // at least 16 elements a thread
+      const int64_t most = stitch_axis_div_up(R, (int64_t)ythreads * 16);  // at least 16 elements a thread
       if (parts > most) parts = most;
       if (parts > 65535) parts = 65535;
       chunk = stitch_axis_div_up(R, parts);
@@ -313,6 +361,9 @@ static int stitch_axis_reduce_run(const Pro& pro, const Epi& epi, float* saved, 
   if (rows) {
     stitch_axis_block_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, parts,
                                                                        chunk, vec);
+  } else if (cols4) {
+    stitch_axis_cols4_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, inner,
+                                                                       parts, chunk);
   } else {
     stitch_axis_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, inner,
                                                                       parts, chunk);

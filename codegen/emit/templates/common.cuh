@@ -42,6 +42,27 @@ static inline unsigned stitch_grid_all(int64_t work, int per_block) {
   return (unsigned)blocks;
 }
 
+// Cutting long rows into parts: `blocks` blocks would cover the work one per row (or tile); when they
+// fill less than two blocks per SM and each of the R elements can be cut into parts of at least `least`,
+// *parts (at most 65535) parts of *chunk elements each (a multiple of 4 when `align4`) fill it instead.
+// False: no split, one block per row.
+static inline bool stitch_plan_parts(int64_t blocks, int64_t R, int64_t least, bool align4, int64_t* parts,
+                                     int64_t* chunk) {
+  const int64_t want = 2LL * stitch_sm_count();
+  if (blocks >= want || R < 2 * least) return false;
+  int64_t p = (want + blocks - 1) / blocks;
+  const int64_t most = (R + least - 1) / least;
+  if (p > most) p = most;
+  if (p > 65535) p = 65535;
+  int64_t c = (R + p - 1) / p;
+  if (align4) c = (c + 3) & ~3LL;
+  p = (R + c - 1) / c;
+  if (p < 2) return false;
+  *parts = p;
+  *chunk = c;
+  return true;
+}
+
 __host__ __device__ __forceinline__ bool stitch_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Index into a broadcast operand: element e of the output reads operand[(e / inner) % count].

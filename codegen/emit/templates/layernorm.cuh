@@ -145,60 +145,155 @@ __global__ void stitch_layernorm_block4_kernel(Pro pro, Epi epi, const float* w,
 
 #define STITCH_LAYERNORM_CACHE_FLOATS 11776  // 46 KiB dynamic + static slots < 48 KiB
 
-// One block per row. CACHE: the row lives in shared memory (two exact passes over it); otherwise
-// sum and sum of squares are accumulated in double in one read, then a second read writes.
-template <bool CACHE, class Pro, class Epi>
+// One block per row, the row cached in dynamic shared memory: two exact passes over it.
+template <class Pro, class Epi>
 __global__ void stitch_layernorm_block_kernel(Pro pro, Epi epi, const float* w, const float* b, float* y, float* saved,
                                               int64_t rows, int64_t cols, float eps) {
   extern __shared__ float stitch_row_cache[];
   __shared__ float red_f[32];
-  __shared__ double red_d[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = row * cols;
-    float mean = 0.f;
-    float rstd = 0.f;
-    if (CACHE) {
-      float sum = 0.f;
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float t = pro.load(base + c);
-        if (saved != nullptr) saved[base + c] = t;
-        stitch_row_cache[c] = t;
-        sum += t;
-      }
-      mean = stitch_block_reduce(sum, StitchSumOp(), 0.f, red_f) / (float)cols;
-      float sq = 0.f;
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float d = stitch_row_cache[c] - mean;
-        sq += d * d;
-      }
-      const float var = stitch_block_reduce(sq, StitchSumOp(), 0.f, red_f) / (float)cols;
-      rstd = 1.0f / sqrtf(var + eps);
-    } else {
-      double sum = 0.0;
-      double sq = 0.0;
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float t = pro.load(base + c);
-        if (saved != nullptr) saved[base + c] = t;
-        sum += (double)t;
-        sq += (double)t * (double)t;
-      }
-      sum = stitch_block_reduce(sum, StitchSumOp(), 0.0, red_d);
-      sq = stitch_block_reduce(sq, StitchSumOp(), 0.0, red_d);
-      const double mean_d = sum / (double)cols;
-      double var_d = sq / (double)cols - mean_d * mean_d;
-      if (var_d < 0.0) var_d = 0.0;
-      mean = (float)mean_d;
-      rstd = (float)(1.0 / sqrt(var_d + (double)eps));
-    }
+    float sum = 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float t = CACHE ? stitch_row_cache[c] : pro.load(base + c);
-      float out = (t - mean) * rstd;
+      const float t = pro.load(base + c);
+      if (saved != nullptr) saved[base + c] = t;
+      stitch_row_cache[c] = t;
+      sum += t;
+    }
+    const float mean = stitch_block_reduce(sum, StitchSumOp(), 0.f, red_f) / (float)cols;
+    float sq = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float d = stitch_row_cache[c] - mean;
+      sq += d * d;
+    }
+    const float var = stitch_block_reduce(sq, StitchSumOp(), 0.f, red_f) / (float)cols;
+    const float rstd = 1.0f / sqrtf(var + eps);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float out = (stitch_row_cache[c] - mean) * rstd;
       if (w != nullptr) out = out * w[c];
       if (b != nullptr) out = out + b[c];
       y[base + c] = epi.apply(out, base + c);
     }
     __syncthreads();  // the next row overwrites the cache
   }
+}
+
+// Rows too long for shared memory, in parts: block (row, part) owns elements [lo, hi) of its row, a
+// multiple of 4 wide when `vec`. Pass 1 writes each part's sum and sum of squares (double) to ws[2 * w];
+// pass 2 folds its row's parts in order (deterministic), then normalises its own part. With parts = 1
+// this is the plain two-read row kernel; with more, few long rows still fill the GPU.
+template <class Pro>
+__global__ void stitch_layernorm_stats_kernel(Pro pro, float* saved, double* ws, int64_t rows, int64_t cols,
+                                              int64_t parts, int64_t chunk, bool vec) {
+  __shared__ double red_d[32];
+  for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
+    const int64_t base = (w / parts) * cols;
+    const int64_t lo = (w % parts) * chunk;
+    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    double sum = 0.0;
+    double sq = 0.0;
+    if (vec) {
+#pragma unroll 4
+      for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
+        float t[4];
+        pro.load4(base + c, t);
+        if (saved != nullptr) stitch_st4(saved + base + c, t);
+        sum += (double)((t[0] + t[1]) + (t[2] + t[3]));
+        sq += (double)((t[0] * t[0] + t[1] * t[1]) + (t[2] * t[2] + t[3] * t[3]));
+      }
+    } else {
+#pragma unroll 4
+      for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+        const float t = pro.load(base + c);
+        if (saved != nullptr) saved[base + c] = t;
+        sum += (double)t;
+        sq += (double)t * (double)t;
+      }
+    }
+    sum = stitch_block_reduce(sum, StitchSumOp(), 0.0, red_d);
+    sq = stitch_block_reduce(sq, StitchSumOp(), 0.0, red_d);
+    if (threadIdx.x == 0) {
+      ws[2 * w] = sum;
+      ws[2 * w + 1] = sq;
+    }
+  }
+}
+
+template <class Pro, class Epi>
+__global__ void stitch_layernorm_apply_kernel(Pro pro, Epi epi, const float* w, const float* b, float* y,
+                                              const double* ws, int64_t rows, int64_t cols, int64_t parts,
+                                              int64_t chunk, float eps, bool vec) {
+  __shared__ float stats[2];
+  for (int64_t item = blockIdx.x; item < rows * parts; item += gridDim.x) {
+    const int64_t row = item / parts;
+    const int64_t base = row * cols;
+    const int64_t lo = (item % parts) * chunk;
+    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    if (threadIdx.x == 0) {
+      double sum = 0.0;
+      double sq = 0.0;
+      for (int64_t p = 0; p < parts; ++p) {
+        sum += ws[2 * (row * parts + p)];
+        sq += ws[2 * (row * parts + p) + 1];
+      }
+      const double mean = sum / (double)cols;
+      double var = sq / (double)cols - mean * mean;
+      if (var < 0.0) var = 0.0;
+      stats[0] = (float)mean;
+      stats[1] = (float)(1.0 / sqrt(var + (double)eps));
+    }
+    __syncthreads();
+    const float mean = stats[0];
+    const float rstd = stats[1];
+    if (vec) {
+#pragma unroll 4
+      for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
+        float t[4];
+        pro.load4(base + c, t);
+        float wv[4] = {1.f, 1.f, 1.f, 1.f};
+        float bv[4] = {0.f, 0.f, 0.f, 0.f};
+        if (w != nullptr) stitch_ld4(w + c, wv);
+        if (b != nullptr) stitch_ld4(b + c, bv);
+        float out[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) out[k] = epi.apply((t[k] - mean) * rstd * wv[k] + bv[k], base + c + k);
+        stitch_st4(y + base + c, out);
+      }
+    } else {
+      for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+        float out = (pro.load(base + c) - mean) * rstd;
+        if (w != nullptr) out = out * w[c];
+        if (b != nullptr) out = out + b[c];
+        y[base + c] = epi.apply(out, base + c);
+      }
+    }
+    __syncthreads();  // stats is rewritten for the next item
+  }
+}
+
+template <class Pro, class Epi>
+static int stitch_layernorm_parts(const Pro& pro, const Epi& epi, const float* w, const float* b, float* y, float* saved,
+                                  int64_t rows, int64_t cols, float eps, bool vec, cudaStream_t stream) {
+  int64_t parts = 1;
+  int64_t chunk = cols;
+  if (!stitch_plan_parts(rows, cols, 8192, vec, &parts, &chunk)) {
+    parts = 1;
+    chunk = cols;
+  }
+  stitch_keep_async_pool();
+  double* ws = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(double) * 2 * rows * parts, stream);
+  if (err != cudaSuccess) return (int)err;
+  const unsigned grid = stitch_grid_all(rows * parts, 1);
+  stitch_layernorm_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    stitch_layernorm_apply_kernel<Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, w, b, y, ws, rows, cols, parts, chunk,
+                                                                      eps, vec);
+    err = cudaGetLastError();
+  }
+  const cudaError_t freed = cudaFreeAsync(ws, stream);
+  return (int)(err != cudaSuccess ? err : freed);
 }
 
 template <class Pro, class Epi>
@@ -243,12 +338,11 @@ static int stitch_layernorm_run(const Pro& pro, const Epi& epi, const float* w, 
     stitch_layernorm_block4_kernel<Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, w, b, y, saved, rows, cols, eps);
     return (int)cudaGetLastError();
   }
-  const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
   if (cols <= STITCH_LAYERNORM_CACHE_FLOATS) {
+    const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
     const size_t smem = (size_t)cols * sizeof(float);
-    stitch_layernorm_block_kernel<true, Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, w, b, y, saved, rows, cols, eps);
-  } else {
-    stitch_layernorm_block_kernel<false, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, w, b, y, saved, rows, cols, eps);
+    stitch_layernorm_block_kernel<Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, w, b, y, saved, rows, cols, eps);
+    return (int)cudaGetLastError();
   }
-  return (int)cudaGetLastError();
+  return stitch_layernorm_parts<Pro, Epi>(pro, epi, w, b, y, saved, rows, cols, eps, vec, stream);
 }

@@ -184,20 +184,14 @@ static inline int64_t stitch_reduce_div_up(int64_t a, int64_t b) { return (a + b
 template <int OP, class Pro, class Epi>
 static int stitch_reduce_split(const Pro& pro, const Epi& epi, float* y, int64_t outer, int64_t R, int64_t inner,
                                float scale, cudaStream_t stream) {
-  const int64_t want = 2LL * stitch_sm_count();
   const int64_t tiles = stitch_reduce_div_up(inner, 32);
   const bool rows = inner == 1;
-  const int64_t blocks = rows ? outer : tiles * outer;
   const int64_t least = rows ? 8192 : 512;  // elements a part at least
-  if (blocks >= want || R < 2 * least || tiles > 2147483647LL) return -1;
-  int64_t parts = stitch_reduce_div_up(want, blocks);
-  const int64_t most = stitch_reduce_div_up(R, least);
-  if (parts > most) parts = most;
-  if (parts > 65535) parts = 65535;
-  int64_t chunk = stitch_reduce_div_up(R, parts);
-  if (rows) chunk = (chunk + 3) & ~3LL;
-  parts = stitch_reduce_div_up(R, chunk);
-  if (parts < 2) return -1;
+  int64_t parts = 0;
+  int64_t chunk = 0;
+  if (tiles > 2147483647LL || !stitch_plan_parts(rows ? outer : tiles * outer, R, least, rows, &parts, &chunk)) {
+    return -1;
+  }
   const int64_t outputs = outer * inner;
   stitch_keep_async_pool();
   float* ws = nullptr;

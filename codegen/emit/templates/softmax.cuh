@@ -117,16 +117,59 @@ __device__ __forceinline__ void stitch_ms_merge(float& m, float& s, float m2, fl
   m = mn;
 }
 
-// One block per row. CACHE keeps the row in dynamic shared memory (cols floats), so the input is
-// read once; otherwise an online (max, sum) pass is followed by a second read.
-template <bool LOG, bool CACHE, class Pro, class Epi>
+// Online (max, sum of exp) update by one value.
+__device__ __forceinline__ void stitch_ms_add(float& m, float& s, float t) {
+  if (t > m) {
+    s = s * expf(m - t) + 1.f;
+    m = t;
+  } else if (t != -INFINITY) {
+    s += expf(t - m);
+  }
+}
+
+// Every thread's (max, sum) merged over the block; every thread gets the result (red_m, red_s: 32 slots).
+__device__ __forceinline__ void stitch_ms_block_merge(float& m, float& s, float* red_m, float* red_s) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float m2 = __shfl_xor_sync(STITCH_FULL_MASK, m, offset);
+    const float s2 = __shfl_xor_sync(STITCH_FULL_MASK, s, offset);
+    stitch_ms_merge(m, s, m2, s2);
+  }
+  __syncthreads();
+  if (lane == 0) {
+    red_m[warp] = m;
+    red_s[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < warps ? red_m[lane] : -INFINITY;
+    s = lane < warps ? red_s[lane] : 0.f;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float m2 = __shfl_xor_sync(STITCH_FULL_MASK, m, offset);
+      const float s2 = __shfl_xor_sync(STITCH_FULL_MASK, s, offset);
+      stitch_ms_merge(m, s, m2, s2);
+    }
+    if (lane == 0) {
+      red_m[0] = m;
+      red_s[0] = s;
+    }
+  }
+  __syncthreads();
+  m = red_m[0];
+  s = red_s[0];
+  __syncthreads();  // the slots may be reused at once
+}
+
+// One block per row, the row kept in dynamic shared memory (cols floats): the input is read once.
+template <bool LOG, class Pro, class Epi>
 __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* saved, int64_t rows, int64_t cols) {
   extern __shared__ float stitch_row_cache[];
   __shared__ float red_m[32];
   __shared__ float red_s[32];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int warps = (blockDim.x + 31) >> 5;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = row * cols;
     float m = -INFINITY;
@@ -134,50 +177,95 @@ __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* s
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       const float t = pro.load(base + c);
       if (saved != nullptr) saved[base + c] = t;
-      if (CACHE) stitch_row_cache[c] = t;
-      if (t > m) {
-        s = s * expf(m - t) + 1.f;
-        m = t;
-      } else if (t != -INFINITY) {
-        s += expf(t - m);
-      }
+      stitch_row_cache[c] = t;
+      stitch_ms_add(m, s, t);
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float m2 = __shfl_xor_sync(STITCH_FULL_MASK, m, offset);
-      const float s2 = __shfl_xor_sync(STITCH_FULL_MASK, s, offset);
-      stitch_ms_merge(m, s, m2, s2);
-    }
-    __syncthreads();
-    if (lane == 0) {
-      red_m[warp] = m;
-      red_s[warp] = s;
-    }
-    __syncthreads();
-    if (warp == 0) {
-      m = lane < warps ? red_m[lane] : -INFINITY;
-      s = lane < warps ? red_s[lane] : 0.f;
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const float m2 = __shfl_xor_sync(STITCH_FULL_MASK, m, offset);
-        const float s2 = __shfl_xor_sync(STITCH_FULL_MASK, s, offset);
-        stitch_ms_merge(m, s, m2, s2);
-      }
-      if (lane == 0) {
-        red_m[0] = m;
-        red_s[0] = s;
-      }
-    }
-    __syncthreads();
-    m = red_m[0];
-    s = red_s[0];
+    stitch_ms_block_merge(m, s, red_m, red_s);
     const float log_s = LOG ? logf(s) : 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float t = CACHE ? stitch_row_cache[c] : pro.load(base + c);
+      const float t = stitch_row_cache[c];
       const float out = LOG ? (t - m) - log_s : expf(t - m) / s;
       y[base + c] = epi.apply(out, base + c);
     }
     __syncthreads();  // the next row overwrites the cache and the reduction slots
+  }
+}
+
+// Rows too long for shared memory, in parts (as lib layernorm): block (row, part) owns [lo, hi) of its
+// row, 16-byte accesses when `vec`. Pass 1 writes each part's online (max, sum) to ws[2 * w]; pass 2
+// merges its row's parts in order and writes its own part. parts = 1 is the plain two-read kernel.
+template <class Pro>
+__global__ void stitch_softmax_stats_kernel(Pro pro, float* saved, float* ws, int64_t rows, int64_t cols, int64_t parts,
+                                            int64_t chunk, bool vec) {
+  __shared__ float red_m[32];
+  __shared__ float red_s[32];
+  for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
+    const int64_t base = (w / parts) * cols;
+    const int64_t lo = (w % parts) * chunk;
+    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    float m = -INFINITY;
+    float s = 0.f;
+    if (vec) {
+#pragma unroll 2
+      for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
+        float t[4];
+        pro.load4(base + c, t);
+        if (saved != nullptr) stitch_st4(saved + base + c, t);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) stitch_ms_add(m, s, t[k]);
+      }
+    } else {
+      for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+        const float t = pro.load(base + c);
+        if (saved != nullptr) saved[base + c] = t;
+        stitch_ms_add(m, s, t);
+      }
+    }
+    stitch_ms_block_merge(m, s, red_m, red_s);
+    if (threadIdx.x == 0) {
+      ws[2 * w] = m;
+      ws[2 * w + 1] = s;
+    }
+  }
+}
+
+template <bool LOG, class Pro, class Epi>
+__global__ void stitch_softmax_apply_kernel(Pro pro, Epi epi, float* y, const float* ws, int64_t rows, int64_t cols,
+                                            int64_t parts, int64_t chunk, bool vec) {
+  __shared__ float stats[2];
+  for (int64_t item = blockIdx.x; item < rows * parts; item += gridDim.x) {
+    const int64_t row = item / parts;
+    const int64_t base = row * cols;
+    const int64_t lo = (item % parts) * chunk;
+    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    if (threadIdx.x == 0) {
+      float m = -INFINITY;
+      float s = 0.f;
+      for (int64_t p = 0; p < parts; ++p) stitch_ms_merge(m, s, ws[2 * (row * parts + p)], ws[2 * (row * parts + p) + 1]);
+      stats[0] = m;
+      stats[1] = s;
+    }
+    __syncthreads();
+    const float m = stats[0];
+    const float s = stats[1];
+    const float log_s = LOG ? logf(s) : 0.f;
+    if (vec) {
+#pragma unroll 4
+      for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
+        float t[4];
+        pro.load4(base + c, t);
+        float out[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) out[k] = epi.apply(LOG ? (t[k] - m) - log_s : expf(t[k] - m) / s, base + c + k);
+        stitch_st4(y + base + c, out);
+      }
+    } else {
+      for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+        const float t = pro.load(base + c);
+        y[base + c] = epi.apply(LOG ? (t - m) - log_s : expf(t - m) / s, base + c);
+      }
+    }
+    __syncthreads();  // stats is rewritten for the next item
   }
 }
 
@@ -214,13 +302,30 @@ static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* s
     }
     return (int)cudaGetLastError();
   }
-  const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
-  const unsigned grid = stitch_grid_all(rows, 1);
   if (cols <= STITCH_SOFTMAX_CACHE_FLOATS) {
+    const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
     const size_t smem = (size_t)cols * sizeof(float);
-    stitch_softmax_block_kernel<LOG, true, Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, y, saved, rows, cols);
-  } else {
-    stitch_softmax_block_kernel<LOG, false, Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, y, saved, rows, cols);
+    stitch_softmax_block_kernel<LOG, Pro, Epi><<<stitch_grid_all(rows, 1), threads, smem, stream>>>(pro, epi, y, saved,
+                                                                                                   rows, cols);
+    return (int)cudaGetLastError();
   }
-  return (int)cudaGetLastError();
+  int64_t parts = 1;
+  int64_t chunk = cols;
+  if (!stitch_plan_parts(rows, cols, 8192, vec, &parts, &chunk)) {
+    parts = 1;
+    chunk = cols;
+  }
+  stitch_keep_async_pool();
+  float* ws = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(float) * 2 * rows * parts, stream);
+  if (err != cudaSuccess) return (int)err;
+  const unsigned grid = stitch_grid_all(rows * parts, 1);
+  stitch_softmax_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    stitch_softmax_apply_kernel<LOG, Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, y, ws, rows, cols, parts, chunk, vec);
+    err = cudaGetLastError();
+  }
+  const cudaError_t freed = cudaFreeAsync(ws, stream);
+  return (int)(err != cudaSuccess ? err : freed);
 }
