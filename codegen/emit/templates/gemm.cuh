@@ -4,10 +4,16 @@
 // act: 0 none, 1 relu. Plans (descriptors + heuristic choice) are cached per shape/alignment, so a
 // call costs one cublasLtMatmul after the first. When no algorithm supports the fused epilogue the
 // matmul runs without it and a small kernel of ours adds the bias / applies the relu.
+// With STITCHCUDA_GEMM_SEARCH=1 the first plain (not captured) call of a plan times up to
+// STITCH_GEMM_CANDIDATES of cuBLASLt's heuristic candidates on the real operands (into a scratch output,
+// so C and D are untouched) and keeps the fastest for the process; otherwise, and inside a CUDA graph
+// capture, the heuristic's first choice stands. Off by default until measured on the H200 (docs/gemm.md).
 #include <cublasLt.h>
+#include <stdlib.h>
 
 #define STITCH_GEMM_WORKSPACE (32u << 20)
 #define STITCH_GEMM_PLANS 64
+#define STITCH_GEMM_CANDIDATES 8
 #define STITCH_CUBLAS_ERROR(status) (10000 + (int)(status))
 
 struct StitchGemmPlan {
@@ -16,7 +22,10 @@ struct StitchGemmPlan {
   bool fused_epilogue;
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t a, b, c;
-  cublasLtMatmulHeuristicResult_t heuristic;
+  cublasLtMatmulHeuristicResult_t heuristic;  // the algorithm every call runs
+  cublasLtMatmulHeuristicResult_t candidates[STITCH_GEMM_CANDIDATES];
+  int found;      // candidates filled, best first by cuBLASLt's estimate
+  bool searched;  // timed (or not worth timing): `heuristic` is final
 };
 
 static cublasLtHandle_t stitch_lt_handle(cublasStatus_t* status) {
@@ -65,10 +74,73 @@ static cublasStatus_t stitch_heuristic(cublasLtHandle_t handle, StitchGemmPlan* 
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2], sizeof(uint32_t));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[3], sizeof(uint32_t));
   *found = 0;
-  st = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &plan->heuristic,
-                                      found);
+  st = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, STITCH_GEMM_CANDIDATES,
+                                      plan->candidates, found);
   cublasLtMatmulPreferenceDestroy(pref);
+  plan->found = st == CUBLAS_STATUS_SUCCESS ? *found : 0;
+  if (plan->found > 0) plan->heuristic = plan->candidates[0];
   return st;
+}
+
+static bool stitch_gemm_search_on() {
+  static int on = -1;
+  if (on < 0) {
+    const char* v = getenv("STITCHCUDA_GEMM_SEARCH");
+    on = v != nullptr && v[0] == '1' ? 1 : 0;
+  }
+  return on == 1;
+}
+
+// Times each candidate (one warm-up, then STITCH_GEMM_TIMED runs between two events) and keeps the
+// fastest in plan->heuristic. D is written to a scratch buffer (C too when beta is 0, as then C is D), so
+// the caller's tensors are untouched; a candidate that fails to launch is skipped. Synchronises the
+// stream, so it is never called during a capture. Any CUDA error leaves the heuristic's first choice.
+#define STITCH_GEMM_TIMED 3
+static void stitch_gemm_search(cublasLtHandle_t handle, StitchGemmPlan* plan, const float* A, const float* B,
+                               const float* C, const float* alpha, const float* beta, bool beta_zero, int64_t n,
+                               int64_t ldc, int64_t batch, int64_t sc, void* workspace, cudaStream_t stream) {
+  plan->searched = true;
+  if (plan->found < 2) return;
+  const int64_t span = (batch > 1 ? (batch - 1) * sc : 0) + ldc * n;  // floats D covers
+  float* scratch = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaMallocAsync(reinterpret_cast<void**>(&scratch), sizeof(float) * span, stream) != cudaSuccess ||
+      cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (scratch != nullptr) (void)cudaFreeAsync(scratch, stream);
+    if (start != nullptr) cudaEventDestroy(start);
+    return;
+  }
+  const float* c_in = beta_zero ? scratch : C;
+  float best_ms = 0.f;
+  int best = -1;
+  for (int i = 0; i < plan->found; ++i) {
+    const cublasLtMatmulHeuristicResult_t& cand = plan->candidates[i];
+    if (cand.state != CUBLAS_STATUS_SUCCESS || cand.workspaceSize > STITCH_GEMM_WORKSPACE) continue;
+    bool ok = cublasLtMatmul(handle, plan->op, alpha, A, plan->a, B, plan->b, beta, c_in, plan->c, scratch, plan->c,
+                             &cand.algo, workspace, cand.workspaceSize, stream) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cudaEventRecord(start, stream) == cudaSuccess;
+    for (int r = 0; r < STITCH_GEMM_TIMED && ok; ++r) {
+      ok = cublasLtMatmul(handle, plan->op, alpha, A, plan->a, B, plan->b, beta, c_in, plan->c, scratch, plan->c,
+                          &cand.algo, workspace, cand.workspaceSize, stream) == CUBLAS_STATUS_SUCCESS;
+    }
+    ok = ok && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
+    float ms = 0.f;
+    ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+    if (!ok) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (best < 0 || ms < best_ms) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  if (best >= 0) plan->heuristic = plan->candidates[best];
+  (void)cudaFreeAsync(scratch, stream);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  (void)cudaGetLastError();
 }
 
 static void stitch_plan_release(StitchGemmPlan* plan) {
@@ -176,6 +248,15 @@ extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float
   if (plan->fused_epilogue && bias != nullptr) {
     st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
     if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
+  }
+  if (!plan->searched) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) (void)cudaGetLastError();
+    if (!stitch_gemm_search_on()) {
+      plan->searched = true;
+    } else if (capture == cudaStreamCaptureStatusNone) {
+      stitch_gemm_search(handle, plan, A, B, C, &alpha, &beta, beta == 0.f, n, ldc, batch, sc, workspace, stream);
+    }
   }
   st = cublasLtMatmul(handle, plan->op, &alpha, A, plan->a, B, plan->b, &beta, C, plan->c, D, plan->c,
                       &plan->heuristic.algo, workspace, plan->heuristic.workspaceSize, stream);
