@@ -268,7 +268,12 @@ class _MetaTracer(fx.Tracer):
         return proxy
 
     def _decompose(self, decomposition: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Record `decomposition`'s operators in place of one call; NotImplemented records nothing."""
+        """Record `decomposition`'s operators in place of one call; NotImplemented records nothing, as
+        does a call whose arguments the decomposition's signature does not take (a legacy form)."""
+        try:
+            inspect.signature(decomposition).bind(self, *args, **kwargs)
+        except TypeError:
+            return NotImplemented
         count = len(self.graph.nodes)
         result = decomposition(self, *args, **kwargs)
         if result is not NotImplemented:

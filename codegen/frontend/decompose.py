@@ -4,6 +4,7 @@ Why: `nn.MultiheadAttention` and `F.scaled_dot_product_attention` would otherwis
 node each (a module call, a library function), left to PyTorch. Written out as projections
 (cuBLASLt GEMMs), `q @ k^T * scale` (a GEMM whose alpha takes the scale), masking, a row softmax
 (our fused kernel) and `p @ v`, every piece is an operator the fusion planner already generates.
+`addmm` / `baddbmm` with scale factors or a full matrix to add are a GEMM and elementwise ops.
 Norms and losses (decompose_losses.py), einsum and unfold (decompose_layout.py) are written out the
 same way; the tables at the end say what the tracer substitutes.
 
@@ -26,7 +27,7 @@ from torch import nn
 
 from codegen.frontend.decompose_layout import LAYOUT_FUNCTIONS, LAYOUT_METHODS
 from codegen.frontend.decompose_losses import LOSS_FUNCTIONS, LOSS_METHODS, LOSS_MODULES
-from codegen.frontend.trace_values import dtype_of, rank_of, shape_of
+from codegen.frontend.trace_values import dtype_of, is_f32, rank_of, shape_of
 
 
 def _attend(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, scale: float) -> tuple[Any, Any]:
@@ -141,13 +142,62 @@ def multihead_attention(tracer: fx.Tracer, module: nn.MultiheadAttention, *args:
     return out, attn.mean(dim=1) if bound["average_attn_weights"] else attn
 
 
+def _is_scale(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _scaled_sum(product: Any, input: Any, beta: Any, alpha: Any) -> Any:
+    """beta * input + alpha * product; beta == 0 ignores input (its NaN and inf too), as PyTorch."""
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product
+    return product + (input if beta == 1 else input * beta)
+
+
+def addmm(tracer: fx.Tracer, input: Any, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
+    """`torch.addmm` / `c.addmm(a, b)` beyond a bias row: a GEMM, then the scaled add (elementwise ops the
+    planner fuses as it fuses any).
+    With beta = alpha = 1 and a row-vector input the call stays one GEMM whose cuBLASLt epilogue adds
+    the bias."""
+    if not (_is_scale(beta) and _is_scale(alpha)) or not is_f32(tracer, input, mat1, mat2):
+        return NotImplemented
+    if rank_of(tracer, mat1) != 2 or rank_of(tracer, mat2) != 2:
+        return NotImplemented
+    n = shape_of(tracer, mat2)[-1]
+    if (
+        beta == 1
+        and alpha == 1
+        and rank_of(tracer, input) in (1, 2)
+        and shape_of(tracer, input) in ((n,), (1, n))
+    ):
+        return NotImplemented
+    return _scaled_sum(torch.mm(mat1, mat2), input, beta, alpha)
+
+
+def baddbmm(tracer: fx.Tracer, input: Any, batch1: Any, batch2: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
+    """`torch.baddbmm` / `c.baddbmm(a, b)`: a batched GEMM, then the scaled add."""
+    if not (_is_scale(beta) and _is_scale(alpha)) or not is_f32(tracer, input, batch1, batch2):
+        return NotImplemented
+    if rank_of(tracer, batch1) != 3 or rank_of(tracer, batch2) != 3:
+        return NotImplemented
+    return _scaled_sum(torch.bmm(batch1, batch2), input, beta, alpha)
+
+
 # What the capture tracer writes out, by function, by Tensor method name and by module type.
 FUNCTION_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     F.scaled_dot_product_attention: sdpa,
+    torch.addmm: addmm,
+    torch.baddbmm: baddbmm,
     **LOSS_FUNCTIONS,
     **LAYOUT_FUNCTIONS,
 }
-METHOD_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {**LOSS_METHODS, **LAYOUT_METHODS}
+METHOD_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {
+    "addmm": addmm,
+    "baddbmm": baddbmm,
+    **LOSS_METHODS,
+    **LAYOUT_METHODS,
+}
 MODULE_DECOMPOSITIONS: dict[type, Callable[..., Any]] = {
     nn.MultiheadAttention: multihead_attention,
     **LOSS_MODULES,

@@ -116,6 +116,63 @@ def test_variants_not_written_out_stay_one_named_call(call: str, name: str) -> N
     assert plan.traced and plan.uncovered_ops == [name]
 
 
+SCALED_GEMMS = """
+class Model(nn.Module):
+    def forward(self, c, a, b, bias, p, q, r):
+        return (
+            torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+            c.addmm(a, b, alpha=-1.5),
+            torch.addmm(c[:1], a, b, beta=0),
+            torch.addmm(bias, a, b),
+            torch.baddbmm(r, p, q, beta=2.0, alpha=0.25),
+            r.baddbmm(p, q),
+        )
+
+
+def get_inputs():
+    return [torch.rand(9, 7), torch.rand(9, 5), torch.rand(5, 7), torch.rand(7), torch.rand(3, 4, 6),
+            torch.rand(3, 6, 2), torch.rand(3, 4, 2)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_scaled_addmm_and_baddbmm_are_a_gemm_and_elementwise_ops() -> None:
+    task = Task(name="scaled_gemms", path="<memory>", source=HEADER + SCALED_GEMMS)
+    plan = OfflinePolicy().plan(task, None)
+    assert plan.traced and plan.uncovered_ops == []
+    assert {"mm", "bmm", "addmm"} <= set(plan.covered_ops)  # a bias row stays one fused addmm
+    _, traced = trace_problem(task.source, task.name)
+    graph_module = torch.fx.GraphModule(traced.root, traced.graph)
+    reference, problem = reference_model(task)
+    torch.manual_seed(3)
+    inputs = [t.double() for t in problem.get_inputs()]
+    inputs[0][0, 0] = float("nan")  # beta == 0 ignores NaN in the added matrix, as PyTorch
+    for index, (want, have) in enumerate(zip(reference(*inputs), graph_module(*inputs), strict=True)):
+        torch.testing.assert_close(have, want, rtol=1e-12, atol=1e-12, equal_nan=True, msg=f"output {index}")
+
+
+def test_a_legacy_argument_form_stays_the_original_call() -> None:
+    plan = plan_of(
+        """
+        class Model(nn.Module):
+            def forward(self, c, a, b):
+                return torch.addmm(0.5, c, 2.0, a, b)
+
+
+        def get_inputs():
+            return [torch.rand(9, 7), torch.rand(9, 5), torch.rand(5, 7)]
+
+
+        def get_init_inputs():
+            return []
+        """
+    )
+    assert plan.traced and plan.uncovered_ops == ["addmm"]
+
+
 def test_a_reshape_that_copies_is_our_gather_and_one_that_views_stays_a_view() -> None:
     plan = plan_of(
         """

@@ -2,7 +2,8 @@
 once with STITCHCUDA_GEMM_SEARCH=1 to compare the heuristic's first algorithm with the timed search.
 
 Cases: tests/fixtures/problems/level1/12_Gemm_Variants.py (fused bias + ReLU epilogue, no bias, a
-transposed operand, a batched product, addmm with a row-vector bias, unaligned inner sizes) as planned,
+transposed operand, a batched product, addmm with a row-vector bias, scaled addmm and baddbmm with a
+full matrix to add, unaligned inner sizes) as planned,
 as a CUDA graph and at demotion level 1; then the suite's GEMM problems at full size, timed against
 eager. The checks and the table are the shared harness's (tests/support/family_gpu.py: check_case,
 print_table).
