@@ -181,11 +181,10 @@ __global__ void stitch_axis_block_kernel(Pro pro, Epi epi, float* saved, float* 
                                          bool vec) {
   __shared__ StitchAxisState part[32];
   for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
-    const int64_t row = w / parts;
-    const int64_t lo = (w % parts) * chunk;
-    const int64_t hi = lo + chunk < R ? lo + chunk : R;
+    const StitchRowPart rp = stitch_row_part(w, parts, chunk, R);
+    const int64_t row = rp.row;
     StitchAxisState st = stitch_axis_init<OP>();
-    stitch_axis_row_part<OP>(pro, saved, st, row * R, lo, hi, threadIdx.x, blockDim.x, vec);
+    stitch_axis_row_part<OP>(pro, saved, st, rp.base, rp.lo, rp.hi, threadIdx.x, blockDim.x, vec);
     st = stitch_axis_block_merge<OP>(st, part);
     if (threadIdx.x == 0) {
       if (ws != nullptr) {

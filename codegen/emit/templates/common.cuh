@@ -120,6 +120,21 @@ __device__ __forceinline__ T stitch_warp_reduce(T v, Op op) {
   return v;
 }
 
+// Work item `item` of a (row, part) grid over rows of `cols` elements cut into parts of `chunk`: its
+// row, the row's first element and the part's elements [lo, hi) within the row.
+struct StitchRowPart {
+  int64_t row, base, lo, hi;
+};
+
+__device__ __forceinline__ StitchRowPart stitch_row_part(int64_t item, int64_t parts, int64_t chunk, int64_t cols) {
+  StitchRowPart r;
+  r.row = item / parts;
+  r.base = r.row * cols;
+  r.lo = (item % parts) * chunk;
+  r.hi = r.lo + chunk < cols ? r.lo + chunk : cols;
+  return r;
+}
+
 // Reduce over the whole block (blockDim.x a multiple of 32); every thread gets the result.
 // `shared` holds 32 values; consecutive calls may reuse it.
 template <class T, class Op>
@@ -157,6 +172,35 @@ static inline void stitch_keep_async_pool() {
     (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
   }
   (void)cudaGetLastError();
+}
+
+// Two kernels over (row, part) blocks of `rows` rows of `cols` elements, parts planned by
+// stitch_plan_parts (one part per row when the rows fill the GPU), with a stream-ordered workspace
+// of `per_part` T slots per part: `first(grid, ws, parts, chunk)` writes each part's partial state,
+// `second(grid, ws, parts, chunk)` reads its row's states and writes the outputs (row kernels of
+// lib softmax and lib layernorm). Returns the first error; the workspace is freed either way.
+template <class T, class First, class Second>
+static int stitch_two_pass_rows(int64_t rows, int64_t cols, bool align4, int per_part, First first, Second second,
+                                cudaStream_t stream) {
+  int64_t parts = 1;
+  int64_t chunk = cols;
+  if (!stitch_plan_parts(rows, cols, 8192, align4, &parts, &chunk)) {
+    parts = 1;
+    chunk = cols;
+  }
+  stitch_keep_async_pool();
+  T* ws = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(T) * per_part * rows * parts, stream);
+  if (err != cudaSuccess) return (int)err;
+  const unsigned grid = stitch_grid_all(rows * parts, 1);
+  first(grid, ws, parts, chunk);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    second(grid, ws, parts, chunk);
+    err = cudaGetLastError();
+  }
+  const cudaError_t freed = cudaFreeAsync(ws, stream);
+  return (int)(err != cudaSuccess ? err : freed);
 }
 
 // Epilogue that leaves values unchanged.

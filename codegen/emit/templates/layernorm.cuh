@@ -1,6 +1,22 @@
 // lib layernorm: y = (x - mean) / sqrt(var + eps) * w + b over the last `cols` elements of each row
 // (biased variance, as nn.LayerNorm). w and b may be null. Pro / Epi / saved as in lib softmax.
 
+// Four values t of columns c..c+3 normalised ((t - mean) * rstd), times w and plus b (either may be
+// null), through the epilogue, stored as one float4 at y[base + c].
+template <class Epi>
+__device__ __forceinline__ void stitch_layernorm_store4(const Epi& epi, const float t[4], float mean, float rstd,
+                                                        const float* w, const float* b, float* y, int64_t base,
+                                                        int64_t c) {
+  float wv[4] = {1.f, 1.f, 1.f, 1.f};
+  float bv[4] = {0.f, 0.f, 0.f, 0.f};
+  if (w != nullptr) stitch_ld4(w + c, wv);
+  if (b != nullptr) stitch_ld4(b + c, bv);
+  float out[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) out[k] = epi.apply((t[k] - mean) * rstd * wv[k] + bv[k], base + c + k);
+  stitch_st4(y + base + c, out);
+}
+
 // One warp per row, the row held in registers (cols <= 32 * VPT); exact two-pass statistics.
 template <int VPT, class Pro, class Epi>
 __global__ void stitch_layernorm_warp_kernel(Pro pro, Epi epi, const float* w, const float* b, float* y, float* saved,
@@ -87,16 +103,7 @@ __global__ void stitch_layernorm_warp4_kernel(Pro pro, Epi epi, const float* w, 
 #pragma unroll
     for (int i = 0; i < V4; ++i) {
       const int64_t c = 4 * (lane + 32 * i);
-      if (c < cols) {
-        float wv[4] = {1.f, 1.f, 1.f, 1.f};
-        float bv[4] = {0.f, 0.f, 0.f, 0.f};
-        if (w != nullptr) stitch_ld4(w + c, wv);
-        if (b != nullptr) stitch_ld4(b + c, bv);
-        float out[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) out[k] = epi.apply((v[i][k] - mean) * rstd * wv[k] + bv[k], base + c + k);
-        stitch_st4(y + base + c, out);
-      }
+      if (c < cols) stitch_layernorm_store4(epi, v[i], mean, rstd, w, b, y, base, c);
     }
   }
 }
@@ -130,14 +137,7 @@ __global__ void stitch_layernorm_block4_kernel(Pro pro, Epi epi, const float* w,
     for (int64_t j = threadIdx.x; j < cols4; j += blockDim.x) {
       const float4 q = stitch_row_cache4[j];
       const float t[4] = {q.x, q.y, q.z, q.w};
-      float wv[4] = {1.f, 1.f, 1.f, 1.f};
-      float bv[4] = {0.f, 0.f, 0.f, 0.f};
-      if (w != nullptr) stitch_ld4(w + 4 * j, wv);
-      if (b != nullptr) stitch_ld4(b + 4 * j, bv);
-      float out[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) out[k] = epi.apply((t[k] - mean) * rstd * wv[k] + bv[k], base + 4 * j + k);
-      stitch_st4(y + base + 4 * j, out);
+      stitch_layernorm_store4(epi, t, mean, rstd, w, b, y, base, 4 * j);
     }
     __syncthreads();  // the next row overwrites the cache
   }
@@ -187,9 +187,8 @@ __global__ void stitch_layernorm_stats_kernel(Pro pro, float* saved, double* ws,
                                               int64_t parts, int64_t chunk, bool vec) {
   __shared__ double red_d[32];
   for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
-    const int64_t base = (w / parts) * cols;
-    const int64_t lo = (w % parts) * chunk;
-    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    const StitchRowPart rp = stitch_row_part(w, parts, chunk, cols);
+    const int64_t base = rp.base, lo = rp.lo, hi = rp.hi;
     double sum = 0.0;
     double sq = 0.0;
     if (vec) {
@@ -225,10 +224,8 @@ __global__ void stitch_layernorm_apply_kernel(Pro pro, Epi epi, const float* w, 
                                               int64_t chunk, float eps, bool vec) {
   __shared__ float stats[2];
   for (int64_t item = blockIdx.x; item < rows * parts; item += gridDim.x) {
-    const int64_t row = item / parts;
-    const int64_t base = row * cols;
-    const int64_t lo = (item % parts) * chunk;
-    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    const StitchRowPart rp = stitch_row_part(item, parts, chunk, cols);
+    const int64_t row = rp.row, base = rp.base, lo = rp.lo, hi = rp.hi;
     if (threadIdx.x == 0) {
       double sum = 0.0;
       double sq = 0.0;
@@ -250,14 +247,7 @@ __global__ void stitch_layernorm_apply_kernel(Pro pro, Epi epi, const float* w, 
       for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
         float t[4];
         pro.load4(base + c, t);
-        float wv[4] = {1.f, 1.f, 1.f, 1.f};
-        float bv[4] = {0.f, 0.f, 0.f, 0.f};
-        if (w != nullptr) stitch_ld4(w + c, wv);
-        if (b != nullptr) stitch_ld4(b + c, bv);
-        float out[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) out[k] = epi.apply((t[k] - mean) * rstd * wv[k] + bv[k], base + c + k);
-        stitch_st4(y + base + c, out);
+        stitch_layernorm_store4(epi, t, mean, rstd, w, b, y, base, c);
       }
     } else {
       for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
@@ -274,26 +264,16 @@ __global__ void stitch_layernorm_apply_kernel(Pro pro, Epi epi, const float* w, 
 template <class Pro, class Epi>
 static int stitch_layernorm_parts(const Pro& pro, const Epi& epi, const float* w, const float* b, float* y, float* saved,
                                   int64_t rows, int64_t cols, float eps, bool vec, cudaStream_t stream) {
-  int64_t parts = 1;
-  int64_t chunk = cols;
-  if (!stitch_plan_parts(rows, cols, 8192, vec, &parts, &chunk)) {
-    parts = 1;
-    chunk = cols;
-  }
-  stitch_keep_async_pool();
-  double* ws = nullptr;
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(double) * 2 * rows * parts, stream);
-  if (err != cudaSuccess) return (int)err;
-  const unsigned grid = stitch_grid_all(rows * parts, 1);
-  stitch_layernorm_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
-  err = cudaGetLastError();
-  if (err == cudaSuccess) {
-    stitch_layernorm_apply_kernel<Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, w, b, y, ws, rows, cols, parts, chunk,
-                                                                      eps, vec);
-    err = cudaGetLastError();
-  }
-  const cudaError_t freed = cudaFreeAsync(ws, stream);
-  return (int)(err != cudaSuccess ? err : freed);
+  return stitch_two_pass_rows<double>(
+      rows, cols, vec, 2,
+      [&](unsigned grid, double* ws, int64_t parts, int64_t chunk) {
+        stitch_layernorm_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
+      },
+      [&](unsigned grid, double* ws, int64_t parts, int64_t chunk) {
+        stitch_layernorm_apply_kernel<Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, w, b, y, ws, rows, cols, parts,
+                                                                          chunk, eps, vec);
+      },
+      stream);
 }
 
 template <class Pro, class Epi>

@@ -114,9 +114,8 @@ __global__ void stitch_reduce_part_rows_kernel(Pro pro, float* ws, int64_t rows,
                                                int64_t chunk, bool vec) {
   __shared__ float red[32];
   for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
-    const int64_t base = (w / parts) * R;
-    const int64_t lo = (w % parts) * chunk;
-    const int64_t hi = lo + chunk < R ? lo + chunk : R;
+    const StitchRowPart rp = stitch_row_part(w, parts, chunk, R);
+    const int64_t base = rp.base, lo = rp.lo, hi = rp.hi;
     float acc[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_identity<OP>();

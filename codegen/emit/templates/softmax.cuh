@@ -200,9 +200,8 @@ __global__ void stitch_softmax_stats_kernel(Pro pro, float* saved, float* ws, in
   __shared__ float red_m[32];
   __shared__ float red_s[32];
   for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
-    const int64_t base = (w / parts) * cols;
-    const int64_t lo = (w % parts) * chunk;
-    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    const StitchRowPart rp = stitch_row_part(w, parts, chunk, cols);
+    const int64_t base = rp.base, lo = rp.lo, hi = rp.hi;
     float m = -INFINITY;
     float s = 0.f;
     if (vec) {
@@ -234,10 +233,8 @@ __global__ void stitch_softmax_apply_kernel(Pro pro, Epi epi, float* y, const fl
                                             int64_t parts, int64_t chunk, bool vec) {
   __shared__ float stats[2];
   for (int64_t item = blockIdx.x; item < rows * parts; item += gridDim.x) {
-    const int64_t row = item / parts;
-    const int64_t base = row * cols;
-    const int64_t lo = (item % parts) * chunk;
-    const int64_t hi = lo + chunk < cols ? lo + chunk : cols;
+    const StitchRowPart rp = stitch_row_part(item, parts, chunk, cols);
+    const int64_t row = rp.row, base = rp.base, lo = rp.lo, hi = rp.hi;
     if (threadIdx.x == 0) {
       float m = -INFINITY;
       float s = 0.f;
@@ -309,23 +306,14 @@ static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* s
                                                                                                    rows, cols);
     return (int)cudaGetLastError();
   }
-  int64_t parts = 1;
-  int64_t chunk = cols;
-  if (!stitch_plan_parts(rows, cols, 8192, vec, &parts, &chunk)) {
-    parts = 1;
-    chunk = cols;
-  }
-  stitch_keep_async_pool();
-  float* ws = nullptr;
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(float) * 2 * rows * parts, stream);
-  if (err != cudaSuccess) return (int)err;
-  const unsigned grid = stitch_grid_all(rows * parts, 1);
-  stitch_softmax_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
-  err = cudaGetLastError();
-  if (err == cudaSuccess) {
-    stitch_softmax_apply_kernel<LOG, Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, y, ws, rows, cols, parts, chunk, vec);
-    err = cudaGetLastError();
-  }
-  const cudaError_t freed = cudaFreeAsync(ws, stream);
-  return (int)(err != cudaSuccess ? err : freed);
+  return stitch_two_pass_rows<float>(
+      rows, cols, vec, 2,
+      [&](unsigned grid, float* ws, int64_t parts, int64_t chunk) {
+        stitch_softmax_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
+      },
+      [&](unsigned grid, float* ws, int64_t parts, int64_t chunk) {
+        stitch_softmax_apply_kernel<LOG, Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, y, ws, rows, cols, parts, chunk,
+                                                                             vec);
+      },
+      stream);
 }
