@@ -154,6 +154,87 @@ def test_scaled_addmm_and_baddbmm_are_a_gemm_and_elementwise_ops() -> None:
         torch.testing.assert_close(have, want, rtol=1e-12, atol=1e-12, equal_nan=True, msg=f"output {index}")
 
 
+STATS = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bce = nn.BCEWithLogitsLoss(reduction="sum")
+
+    def forward(self, x, y, p, t):
+        return (
+            torch.var(x, 1),
+            x.var(),
+            x.var(1, unbiased=False, keepdim=True),
+            torch.var(x, dim=(0, 1), correction=0),
+            x.std(dim=-1, keepdim=True),
+            torch.std(x, True),
+            F.binary_cross_entropy(p, t),
+            F.binary_cross_entropy(p, t, weight=y, reduction="none"),
+            F.binary_cross_entropy_with_logits(x, t),
+            F.binary_cross_entropy_with_logits(x, t, weight=y, pos_weight=y[0], reduction="none"),
+            self.bce(x, t),
+            torch.lerp(x, y, 0.3),
+            x.lerp(y, 0.8),
+            torch.lerp(x, y, -0.7),
+        )
+
+
+def get_inputs():
+    p = torch.rand(6, 9)
+    p[0, :3] = torch.tensor([0.0, 1.0, 1e-30])  # logs clamped at -100, as PyTorch
+    return [torch.randn(6, 9) * 4, torch.rand(6, 9), p, torch.rand(6, 9)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_variance_binary_cross_entropy_and_lerp_are_written_out_exactly() -> None:
+    task = Task(name="stats", path="<memory>", source=HEADER + STATS)
+    plan = OfflinePolicy().plan(task, None)
+    assert plan.traced and plan.uncovered_ops == []
+    for name in ("var", "std", "binary_cross_entropy", "binary_cross_entropy_with_logits", "lerp"):
+        assert name not in plan.covered_ops
+    _, traced = trace_problem(task.source, task.name)
+    graph_module = torch.fx.GraphModule(traced.root, traced.graph)
+    reference, problem = reference_model(task)
+    torch.manual_seed(3)
+    inputs = [t.double() for t in problem.get_inputs()]
+    expected, got = reference(*inputs), graph_module(*inputs)
+    assert len(got) == len(expected) == 14
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have.shape == want.shape, index
+        torch.testing.assert_close(have, want, rtol=1e-10, atol=1e-12, msg=f"output {index}")
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        ("torch.lerp(x, t, t)", "lerp"),  # a tensor weight
+        ("torch.var(x, dim=0, correction=8)", "var"),  # N - correction <= 0
+        ("F.binary_cross_entropy(torch.sigmoid(x), t, size_average=True)", "binary_cross_entropy"),  # legacy
+    ],
+)
+def test_statistics_variants_not_written_out_stay_one_named_call(call: str, name: str) -> None:
+    plan = plan_of(
+        f"""
+        class Model(nn.Module):
+            def forward(self, x, t):
+                return {call}
+
+
+        def get_inputs():
+            return [torch.rand(8, 16), torch.rand(8, 16)]
+
+
+        def get_init_inputs():
+            return []
+        """
+    )
+    assert plan.traced and name in plan.uncovered_ops, plan.uncovered_ops
+
+
 def test_a_legacy_argument_form_stays_the_original_call() -> None:
     plan = plan_of(
         """
