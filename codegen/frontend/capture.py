@@ -276,9 +276,15 @@ class _MetaTracer(fx.Tracer):
             return NotImplemented
         count = len(self.graph.nodes)
         result = decomposition(self, *args, **kwargs)
-        if result is not NotImplemented:
+        recorded = list(self.graph.nodes)[count:]
+        if result is NotImplemented:  # what it recorded before giving up is read by nothing
+            for node in reversed(recorded):
+                if not node.users:
+                    self.graph.erase_node(node)
+                    self.values.pop(node, None)
+        else:
             self.specialised = True
-            self.decomposed += list(self.graph.nodes)[count:]
+            self.decomposed += recorded
         return result
 
     def drop_unused_decomposed(self, graph: fx.Graph) -> None:

@@ -11,7 +11,7 @@ into our kernels. The formulas follow PyTorch's:
 - lerp with a number as weight: ATen's two branches, picked while tracing (weight < 0.5: start
   + w (end - start), else end - (end - start) (1 - w)).
 Variants not written out (a tensor weight for lerp, the legacy size_average/reduce arguments, a
-module's weight buffer, a correction that leaves N - correction <= 0) return NotImplemented and stay
+weight made outside the trace, a correction that leaves N - correction <= 0) return NotImplemented and stay
 one PyTorch call, listed as uncovered.
 """
 
@@ -26,7 +26,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-from codegen.frontend.decompose_losses import _REDUCTIONS, _dims, _legacy, _reduce, _same_names
+from codegen.frontend.decompose_losses import _REDUCTIONS, _dims, _legacy, _module_call, _reduce, _same_names
 from codegen.frontend.trace_values import is_f32, rank_of, shape_of
 
 
@@ -80,7 +80,8 @@ def std(
 
 
 def _traced_f32(tracer: fx.Tracer, value: Any) -> bool:
-    """A float32 tensor of the trace (a constant tensor, such as a module's buffer, is not written out)."""
+    """A float32 tensor of the trace: an input, a module's buffer (read through get_attr) or a value
+    computed from them; a tensor made outside the trace (a constant) is not written out."""
     return isinstance(value, fx.Proxy) and is_f32(tracer, value)
 
 
@@ -145,21 +146,6 @@ def lerp(tracer: fx.Tracer, input: Any, end: Any, weight: Any) -> Any:
     return end - (end - input) * (1.0 - w)
 
 
-def _loss_module(function: Callable[..., Any], settings: dict[str, str]) -> Callable[..., Any]:
-    """A loss module without a weight buffer, as its functional form with the module's settings."""
-
-    def decompose(tracer: fx.Tracer, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        if (
-            kwargs
-            or getattr(module, "weight", None) is not None
-            or getattr(module, "pos_weight", None) is not None
-        ):
-            return NotImplemented
-        return function(tracer, *args, **{name: getattr(module, attr) for name, attr in settings.items()})
-
-    return decompose
-
-
 STATS_FUNCTIONS: dict[Any, Callable[..., Any]] = {
     torch.var: var,
     torch.std: std,
@@ -169,6 +155,9 @@ STATS_FUNCTIONS: dict[Any, Callable[..., Any]] = {
 }
 STATS_METHODS: dict[str, Callable[..., Any]] = {"var": var, "std": std, "lerp": lerp}
 STATS_MODULES: dict[type, Callable[..., Any]] = {
-    nn.BCELoss: _loss_module(binary_cross_entropy, _same_names("reduction")),
-    nn.BCEWithLogitsLoss: _loss_module(binary_cross_entropy_with_logits, _same_names("reduction")),
+    # the modules' weight / pos_weight buffers are traced (get_attr) like any other buffer
+    nn.BCELoss: _module_call(binary_cross_entropy, _same_names("weight", "reduction")),
+    nn.BCEWithLogitsLoss: _module_call(
+        binary_cross_entropy_with_logits, _same_names("weight", "pos_weight", "reduction")
+    ),
 }

@@ -114,21 +114,24 @@ def _none_left(me: int, scans: int = 3, gap_s: float = 0.1) -> bool:
     return True
 
 
+def _signal_all(me: int, sig: signal.Signals) -> None:
+    for pid in descendants(me):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
 def kill_tree(grace_s: float) -> int:
     """SIGTERM every descendant of this process, SIGKILL what is left after the grace; how many there were."""
     me = os.getpid()
     first = descendants(me)
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        for pid in descendants(me):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
+        _signal_all(me, sig)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if _none_left(me):
                 return len(first)
-            for pid in descendants(me) if sig == signal.SIGKILL else ():
-                with contextlib.suppress(ProcessLookupError):  # a late re-parented one
-                    os.kill(pid, sig)
+            if sig == signal.SIGKILL:  # a late re-parented one (SIGTERM goes once: handlers may clean up)
+                _signal_all(me, sig)
             time.sleep(0.1)
     _reap()
     return len(first)

@@ -51,15 +51,23 @@ def reference_model(task: Task) -> Any:
     return problem.Model(*problem.get_init_inputs()), problem
 
 
-def test_every_written_out_call_matches_pytorch_in_float64() -> None:
-    task = task_of(DECOMPOSED)
+def graph_outputs_in_float64(task: Task, edit: Any = None) -> tuple[list[Any], list[Any]]:
+    """(reference outputs, traced graph outputs) on the problem's inputs in float64 (seed 3), the
+    graph being what the tracer recorded, decompositions included; `edit` may change the inputs."""
     _, traced = trace_problem(task.source, task.name)
     assert traced.decomposed
     graph_module = torch.fx.GraphModule(traced.root, traced.graph).to_empty(device="cpu")
     reference, problem = reference_model(task)
+    graph_module.load_state_dict(reference.state_dict(), strict=False)  # the traced root is on meta
     torch.manual_seed(3)
     inputs = [t.double() if t.is_floating_point() else t for t in problem.get_inputs()]
-    expected, got = reference(*inputs), graph_module(*inputs)
+    if edit is not None:
+        edit(inputs)
+    return list(reference(*inputs)), list(graph_module(*inputs))
+
+
+def test_every_written_out_call_matches_pytorch_in_float64() -> None:
+    expected, got = graph_outputs_in_float64(task_of(DECOMPOSED))
     assert len(got) == len(expected) == 22
     for index, (want, have) in enumerate(zip(expected, got, strict=True)):
         assert have.shape == want.shape, index
@@ -144,13 +152,12 @@ def test_scaled_addmm_and_baddbmm_are_a_gemm_and_elementwise_ops() -> None:
     plan = OfflinePolicy().plan(task, None)
     assert plan.traced and plan.uncovered_ops == []
     assert {"mm", "bmm", "addmm"} <= set(plan.covered_ops)  # a bias row stays one fused addmm
-    _, traced = trace_problem(task.source, task.name)
-    graph_module = torch.fx.GraphModule(traced.root, traced.graph)
-    reference, problem = reference_model(task)
-    torch.manual_seed(3)
-    inputs = [t.double() for t in problem.get_inputs()]
-    inputs[0][0, 0] = float("nan")  # beta == 0 ignores NaN in the added matrix, as PyTorch
-    for index, (want, have) in enumerate(zip(reference(*inputs), graph_module(*inputs), strict=True)):
+
+    def nan_in_added_matrix(inputs: list[Any]) -> None:  # beta == 0 ignores it, as PyTorch
+        inputs[0][0, 0] = float("nan")
+
+    expected, got = graph_outputs_in_float64(task, nan_in_added_matrix)
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
         torch.testing.assert_close(have, want, rtol=1e-12, atol=1e-12, equal_nan=True, msg=f"output {index}")
 
 
@@ -159,6 +166,8 @@ class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.bce = nn.BCEWithLogitsLoss(reduction="sum")
+        self.weighted = nn.BCELoss(weight=torch.linspace(0.5, 1.5, 9))
+        self.positive = nn.BCEWithLogitsLoss(pos_weight=torch.linspace(2.0, 3.0, 9))
 
     def forward(self, x, y, p, t):
         return (
@@ -176,6 +185,8 @@ class Model(nn.Module):
             torch.lerp(x, y, 0.3),
             x.lerp(y, 0.8),
             torch.lerp(x, y, -0.7),
+            self.weighted(p, t),
+            self.positive(x, t),
         )
 
 
@@ -196,13 +207,8 @@ def test_variance_binary_cross_entropy_and_lerp_are_written_out_exactly() -> Non
     assert plan.traced and plan.uncovered_ops == []
     for name in ("var", "std", "binary_cross_entropy", "binary_cross_entropy_with_logits", "lerp"):
         assert name not in plan.covered_ops
-    _, traced = trace_problem(task.source, task.name)
-    graph_module = torch.fx.GraphModule(traced.root, traced.graph)
-    reference, problem = reference_model(task)
-    torch.manual_seed(3)
-    inputs = [t.double() for t in problem.get_inputs()]
-    expected, got = reference(*inputs), graph_module(*inputs)
-    assert len(got) == len(expected) == 14
+    expected, got = graph_outputs_in_float64(task)
+    assert len(got) == len(expected) == 16
     for index, (want, have) in enumerate(zip(expected, got, strict=True)):
         assert have.shape == want.shape, index
         torch.testing.assert_close(have, want, rtol=1e-10, atol=1e-12, msg=f"output {index}")
@@ -233,6 +239,28 @@ def test_statistics_variants_not_written_out_stay_one_named_call(call: str, name
         """
     )
     assert plan.traced and name in plan.uncovered_ops, plan.uncovered_ops
+
+
+def test_a_decomposition_that_gives_up_leaves_no_operator_behind() -> None:
+    """pos_weight that is not a traced tensor: the formula's first ops were recorded before it gave
+    up; they are erased, so the plan holds only the original call (and the constant it reads)."""
+    plan = plan_of(
+        """
+        class Model(nn.Module):
+            def forward(self, x, t):
+                return F.binary_cross_entropy_with_logits(x, t, pos_weight=torch.tensor(2.0))
+
+
+        def get_inputs():
+            return [torch.rand(8, 16), torch.rand(8, 16)]
+
+
+        def get_init_inputs():
+            return []
+        """
+    )
+    assert plan.traced and "binary_cross_entropy_with_logits" in plan.uncovered_ops
+    assert plan.covered_ops == []
 
 
 def test_a_legacy_argument_form_stays_the_original_call() -> None:

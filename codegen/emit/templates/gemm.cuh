@@ -97,8 +97,8 @@ static bool stitch_gemm_search_on() {
 // stream, so it is never called during a capture. Any CUDA error leaves the heuristic's first choice.
 #define STITCH_GEMM_TIMED 3
 static void stitch_gemm_search(cublasLtHandle_t handle, StitchGemmPlan* plan, const float* A, const float* B,
-                               const float* C, const float* alpha, const float* beta, bool beta_zero, int64_t n,
-                               int64_t ldc, int64_t batch, int64_t sc, void* workspace, cudaStream_t stream) {
+                               const float* C, const float* alpha, const float* beta, int64_t n, int64_t ldc,
+                               int64_t batch, int64_t sc, void* workspace, cudaStream_t stream) {
   plan->searched = true;
   if (plan->found < 2) return;
   const int64_t span = (batch > 1 ? (batch - 1) * sc : 0) + ldc * n;  // floats D covers
@@ -111,19 +111,18 @@ static void stitch_gemm_search(cublasLtHandle_t handle, StitchGemmPlan* plan, co
     if (start != nullptr) cudaEventDestroy(start);
     return;
   }
-  const float* c_in = beta_zero ? scratch : C;
+  const float* c_in = *beta == 0.f ? scratch : C;  // C is D when beta is 0
   float best_ms = 0.f;
   int best = -1;
   for (int i = 0; i < plan->found; ++i) {
     const cublasLtMatmulHeuristicResult_t& cand = plan->candidates[i];
     if (cand.state != CUBLAS_STATUS_SUCCESS || cand.workspaceSize > STITCH_GEMM_WORKSPACE) continue;
-    bool ok = cublasLtMatmul(handle, plan->op, alpha, A, plan->a, B, plan->b, beta, c_in, plan->c, scratch, plan->c,
-                             &cand.algo, workspace, cand.workspaceSize, stream) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && cudaEventRecord(start, stream) == cudaSuccess;
-    for (int r = 0; r < STITCH_GEMM_TIMED && ok; ++r) {
-      ok = cublasLtMatmul(handle, plan->op, alpha, A, plan->a, B, plan->b, beta, c_in, plan->c, scratch, plan->c,
-                          &cand.algo, workspace, cand.workspaceSize, stream) == CUBLAS_STATUS_SUCCESS;
-    }
+    const auto run = [&]() {
+      return cublasLtMatmul(handle, plan->op, alpha, A, plan->a, B, plan->b, beta, c_in, plan->c, scratch, plan->c,
+                            &cand.algo, workspace, cand.workspaceSize, stream) == CUBLAS_STATUS_SUCCESS;
+    };
+    bool ok = run() && cudaEventRecord(start, stream) == cudaSuccess;  // one warm-up run first
+    for (int r = 0; r < STITCH_GEMM_TIMED && ok; ++r) ok = run();
     ok = ok && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
     float ms = 0.f;
     ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
@@ -255,7 +254,7 @@ extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float
     if (!stitch_gemm_search_on()) {
       plan->searched = true;
     } else if (capture == cudaStreamCaptureStatusNone) {
-      stitch_gemm_search(handle, plan, A, B, C, &alpha, &beta, beta == 0.f, n, ldc, batch, sc, workspace, stream);
+      stitch_gemm_search(handle, plan, A, B, C, &alpha, &beta, n, ldc, batch, sc, workspace, stream);
     }
   }
   st = cublasLtMatmul(handle, plan->op, &alpha, A, plan->a, B, plan->b, &beta, C, plan->c, D, plan->c,
