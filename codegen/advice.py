@@ -5,16 +5,19 @@ to speed of light, kernel findings, ...) and hands the findings to `advise` as d
 (`graph.artifacts.Finding`). The offline coder can apply only a few program-wide options, so
 advising is a lookup: `REMEDIES` maps findings to the options that answer them. Suggestions carry the
 option's tag in brackets, e.g. `[cuda_graph]`, which the optimise step recognises; free-text advice
-(the diagnosis's own wording, another policy's) is matched by keywords.
+(the diagnosis's own wording, another policy's) is matched by keywords. A `[launch] {...}`
+suggestion carries the launch table the GPU tuner measured faster (nodes.support.tuning); it is
+data, not a keyword, and the optimise step writes it into the program first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from codegen.emit.assemble import Options
 from graph.artifacts import Feedback, Finding, Profile
+from graph.launch_advice import launch_from
 
 _KEYWORDS = {
     "cuda_graph": (
@@ -122,15 +125,29 @@ def requested(feedback: Feedback) -> list[str]:
 def choose_optimisation(
     feedback: Feedback, options: Options, traced: bool, launches: int, has_elementwise: bool
 ) -> Optimisation | None:
-    """The first applicable optimisation the feedback asks for (or a default by the program's shape)."""
+    """The first applicable optimisation the feedback asks for (or a default by the program's shape).
+
+    A tuned launch table that changes this program's knobs comes first: it is a measurement.
+    """
+    tuned = launch_from(feedback)
+    merged = {g: dict(k) for g, k in options.launch.items()}
+    for group, knobs in tuned.items():
+        merged.setdefault(group, {}).update(knobs)
+    if merged != options.launch:
+        count = sum(len(k) for k in tuned.values())
+        return Optimisation(
+            "launch",
+            replace(options, levels=dict(options.levels), launch=merged),
+            f"optimize: {count} launch knob(s) set as the GPU tuner measured them fastest",
+        )
     applicable: dict[str, Optimisation] = {}
     if traced and not options.cuda_graph and launches >= 2:
-        new = Options(options.arch, True, options.ew_unroll, dict(options.levels))
+        new = replace(options, cuda_graph=True, levels=dict(options.levels))
         applicable["cuda_graph"] = Optimisation(
             "cuda_graph", new, "optimize: capture the forward in a CUDA graph"
         )
     if has_elementwise and options.ew_unroll == 1:
-        new = Options(options.arch, options.cuda_graph, 2, dict(options.levels))
+        new = replace(options, ew_unroll=2, levels=dict(options.levels))
         applicable["ew_unroll"] = Optimisation(
             "ew_unroll", new, "optimize: two float4 per thread per step in elementwise kernels"
         )

@@ -19,6 +19,7 @@ from codegen.schedule.plan import Analysis, analyse, build_plan
 from codegen.schedule.repair import plan_fix
 from graph.artifacts import Candidate, CoderMode, Feedback, Finding, Plan, Profile, Task, TestResult
 from graph.context import Context
+from graph.launch_advice import parse_launch
 
 POLICY_NAME = "offline"
 
@@ -165,6 +166,7 @@ def options_from_meta(meta: dict[str, Any]) -> Options | None:
         cuda_graph=bool(raw.get("cuda_graph", False)),
         ew_unroll=int(raw.get("ew_unroll", 1)),
         levels={str(k): int(v) for k, v in levels.items()} if isinstance(levels, dict) else {},
+        launch=parse_launch(raw.get("launch", {})),
     )
 
 

@@ -58,6 +58,12 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=defaults.device, choices=["cuda", "cpu"], help=argparse.SUPPRESS)
     p.add_argument("--perf-trials", type=int, default=defaults.perf_trials, help="timed calls per program")
     p.add_argument(
+        "--tune-budget",
+        type=float,
+        default=defaults.tune_budget_s,
+        help="seconds of launch-knob search per passing candidate on a GPU (0: off; docs/autotuning.md)",
+    )
+    p.add_argument(
         "--compile-modes",
         default=defaults.compile_modes,
         help="torch.compile modes timed beside candidate and eager in the verifier (comma list; default none)",
@@ -218,6 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gpu_arch=args.arch,
         device=args.device,
         perf_trials=args.perf_trials,
+        tune_budget_s=args.tune_budget,
         compile_modes=args.compile_modes,
         tolerance_mode=args.harness,
         kernelbench_check=args.kernelbench_check,

@@ -76,6 +76,13 @@ class Context:
     perf_trials: int = field(
         default=100, metadata={"description": "Timed calls per program (mean reported, cold L2)."}
     )
+    tune_budget_s: float = field(
+        default_factory=lambda: float(_env("STITCHCUDA_TUNE_BUDGET", "10")),
+        metadata={
+            "description": "Seconds the launch-knob search may take per passing candidate on a GPU "
+            "(docs/autotuning.md); 0 turns launch tuning off."
+        },
+    )
     compile_modes: str = field(
         default="",
         metadata={

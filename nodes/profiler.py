@@ -12,7 +12,9 @@ What runs, in order:
 4. the diagnosis (`nodes.diagnosis`): ranked findings, guidance retrieved with the diagnosis text,
    a Feedback whose suggestions cite the notes;
 5. the policy's own advice (`advise`), given the diagnosis (its text, or its findings as data) and the
-   notes when it accepts them, merged into the Feedback that reaches the coder.
+   notes when it accepts them, merged into the Feedback that reaches the coder;
+6. on a GPU, when the candidate has launch knobs, the launch tuning (`nodes.support.tuning`, cached,
+   within the run's budget): a faster table reaches the coder as a `[launch]` suggestion.
 With `Context.out_dir` set, the whole evidence is also written to out_dir/profiles/candidate-N.json.
 """
 
@@ -26,11 +28,13 @@ from langgraph.runtime import Runtime
 
 from graph.artifacts import Candidate, Feedback, Plan, Profile, Task, TestResult
 from graph.context import Context
+from graph.launch_advice import launch_suggestion
 from graph.policy import PolicyUnavailableError, accepts_keyword, get_policy
 from graph.state import State, read
 from nodes import diagnosis
 from nodes.support.budget import charged
 from nodes.support.evidence import Evidence, gather_gpu_evidence, profile_from_system, profilers_mode
+from nodes.support.tuning import tune_launch
 from nodes.support.worker_client import eval_request, run_worker, to_profile
 
 
@@ -134,6 +138,16 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     feedback = diagnosis.merge_advice(feedback, advice, policy_read_diagnosis=read_diagnosis)
     log += [f"profiler: {profile.summary}", f"diagnosis: {diagnosed.summary()}"]
     log.append(why_none or f"verifier advice: {feedback.summary}")
+    tuning = (
+        tune_launch(task, candidate, context, device, float(state.get("spent_s", 0.0)))
+        if evidence.on_gpu
+        else None
+    )
+    if tuning is not None:
+        log.append(f"tuner: {tuning.message}")
+        if tuning.launch:
+            suggestion = launch_suggestion(tuning.launch, tuning.speedup)
+            feedback = feedback.model_copy(update={"suggestions": [suggestion, *feedback.suggestions]})
     if context.out_dir:
         report = {
             "candidate": candidate.id,
@@ -145,6 +159,7 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "ceilings": ceilings.to_dict(),
             "diagnosis": diagnosed.to_dict(),
             "feedback": feedback.dump(),
+            "tuning": vars(tuning) if tuning is not None else None,
         }
         write_report(context.out_dir, candidate, report)
     return {

@@ -14,10 +14,11 @@ import math
 from collections.abc import Iterable
 from typing import Any, Literal, TypedDict, cast
 
-Action = Literal["verify", "profile", "build"]
+Action = Literal["verify", "profile", "build", "tune"]
 """verify: build, check correctness, time (candidate and eager reference);
 profile: build, run the candidate (and optionally the reference) under the profiler;
-build: only build the candidate's extensions (works without a GPU)."""
+build: only build the candidate's extensions (works without a GPU);
+tune: search the candidate's launch knobs, side by side (tools.worker.tune, docs/autotuning.md)."""
 
 Status = Literal["passed", "build_error", "runtime_error", "timeout", "wrong_output", "no_gpu", "crashed"]
 """passed: built, correct on every trial (and timed); build_error: a compiler or linker failed;
@@ -67,6 +68,8 @@ class EvalRequest(TypedDict, total=False):
     work_bytes: int  # tools.evaluate derives the floor from them and the GPU's ceilings (tools.roofline)
     timing_input_sets: int  # strict: input sets rotated over timed calls (default 4, fewer if memory is low)
     dynamic_checks: bool  # profile-based hack checks and operator coverage (default: on in strict mode)
+    tune_budget_s: float  # action=tune: seconds the launch-knob search may take (default 10)
+    tune_skip: list[list[str]]  # action=tune: [group, knob] pairs an earlier search went through
 
 
 class BuildInfo(TypedDict, total=False):
@@ -200,6 +203,9 @@ class EvalResponse(TypedDict, total=False):
     findings: list[Finding]  # dynamic hack checks (strict mode; static ones: tools.checks.static_findings)
     operator_coverage: float | None  # share of the reference's GPU time no longer in PyTorch compute ops
     profile_split: dict[str, Any]  # dynamic checks: device ms per class (own, library, direct, torch, data)
+    tune: dict[
+        str, Any
+    ]  # action=tune: launch (the changed knobs), table, trials, speedup (tools.worker.tune)
 
 
 def json_safe(value: Any) -> Any:

@@ -25,11 +25,13 @@ from codegen.emit.chain import CodegenError
 from codegen.emit.conv import write_conv
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.expressions import ExprError
-from codegen.emit.kernels import GroupWriter
+from codegen.emit.kernels import BN_OF_CONCAT, GroupWriter
 from codegen.emit.layout import write_copy
 from codegen.emit.norm import write_norm
+from codegen.emit.norm_concat import write_batch_norm_of_concat
 from codegen.emit.pool import write_pool
 from codegen.emit.rnn import write_rnn
+from codegen.emit.runtime import STITCH_LAUNCH_CHOICES
 from codegen.emit.scan import write_scan
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
 from codegen.frontend.ops import ATTR, AXIS, CONV, COPY, NORM, OUTPUT, POOL, RNN, SCALAR, SCAN, VIEW
@@ -57,8 +59,10 @@ FAMILY_WRITERS = {
     RNN: write_rnn,
     AXIS: write_axis,
     COPY: write_copy,
+    BN_OF_CONCAT: write_batch_norm_of_concat,
 }  # group kinds written outside codegen.emit.kernels
 GRAPH_HELPERS = ("_stitch_restore_buffers", "_StitchGraphRunner", "_stitch_clone")
+LAUNCH_HELPERS = ("STITCH_LAUNCH_CHOICES", "_STITCH_LAUNCH_STATE", "stitch_set_launch")
 
 
 @dataclass
@@ -69,6 +73,9 @@ class Options:
     cuda_graph: bool = False
     ew_unroll: int = 1
     levels: dict[str, int] = field(default_factory=dict)
+    # group id -> launch knob -> value, written into the program's STITCH_LAUNCH table over the
+    # defaults (the autotuner's choices, docs/autotuning.md)
+    launch: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -76,6 +83,7 @@ class Options:
             "cuda_graph": self.cuda_graph,
             "ew_unroll": self.ew_unroll,
             "levels": dict(self.levels),
+            "launch": {g: dict(k) for g, k in self.launch.items()},
         }
 
 
@@ -145,7 +153,7 @@ def assemble(analysis: Analysis, options: Options) -> Program:
     levels = dict(options.levels)
     demoted: list[str] = []
     for _ in range(len(analysis.groups) + 1):
-        attempt = Options(options.arch, options.cuda_graph, options.ew_unroll, levels)
+        attempt = replace(options, levels=dict(levels))
         try:
             program = _assemble_traced(analysis, attempt)
         except GroupCodeError as exc:
@@ -171,6 +179,7 @@ class _Forward:
     covered: set[str] = field(default_factory=set)
     uncovered: set[str] = field(default_factory=set)
     launches: int = 0
+    launch: dict[str, dict[str, int]] = field(default_factory=dict)  # group id -> knob -> default
 
 
 def _assemble_traced(analysis: Analysis, options: Options) -> Program:
@@ -198,7 +207,7 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     matched_body: list[str] | None = None
     if matched_levels is not None:
         # Same unit, emitter and helper table: the matched body reuses the fast body's helpers.
-        matched = _Forward(helpers=fast.helpers, helper_names=fast.helper_names)
+        matched = _Forward(helpers=fast.helpers, helper_names=fast.helper_names, launch=fast.launch)
         matched_body = _write_body(realize(analysis.steps, matched_levels), emitter, writer, matched)
         body.append(
             "if torch.backends.cudnn.allow_tf32:  # keep the reference's TF32 rounding (codegen.schedule.precision)"
@@ -227,6 +236,7 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         matched_body,
         uses_cudnn,
         tuple(sorted(emitter.runtime_helpers)),
+        launch_table(fast.launch, options.launch),
     )
     return Program(
         source=source,
@@ -238,6 +248,23 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         launches=fast.launches,
         options=options,
     )
+
+
+def launch_table(
+    defaults: dict[str, dict[str, int]], chosen: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """The program's STITCH_LAUNCH: every tunable group's defaults, with the chosen values over them.
+
+    A choice for a group or knob the program does not have, or a value outside the knob's choices,
+    is ignored: the choices come from tuning another candidate, and the default stays correct.
+    """
+    table = {g: dict(knobs) for g, knobs in defaults.items()}
+    for group, knobs in chosen.items():
+        for knob, value in knobs.items():
+            allowed = STITCH_LAUNCH_CHOICES.get(knob.rsplit(".", 1)[-1], ())
+            if group in table and knob in table[group] and value in allowed:
+                table[group][knob] = int(value)
+    return table
 
 
 def _return_statements(emitter: ForwardEmitter, output: fx.Node, state_writes: list[str]) -> list[str]:
@@ -285,6 +312,8 @@ def _write_body(steps: list[Step], emitter: ForwardEmitter, writer: GroupWriter,
             out.helpers.append(text.replace("@HELPER@", helper_name, 1))
         out.templates[group.id] = code.template
         out.launches += code.launches
+        if code.helper.knobs:
+            out.launch[group.id] = dict(code.helper.knobs)
         out.covered.update(s.op for s in group.specs)
         targets = ", ".join(emitter.names[n] for n in group.outputs)
         body.append(f"{targets} = {helper_name}({', '.join(code.helper.call_args)})  # {group.id}")
@@ -327,6 +356,7 @@ def _program_text(
     matched_body: list[str] | None = None,
     uses_cudnn: bool = False,
     runtime_helpers: tuple[str, ...] = (),
+    launch: dict[str, dict[str, int]] | None = None,
 ) -> str:
     extra = "Custom CUDA kernels implement the covered fusion groups; the rest stays PyTorch."
     lines = _header(analysis, extra)
@@ -346,9 +376,17 @@ def _program_text(
     names += runtime_helpers  # helpers that statements left as PyTorch call (e.g. a demoted pick)
     if options.cuda_graph:
         names += GRAPH_HELPERS
+    if cuda_src or options.cuda_graph:
+        names += LAUNCH_HELPERS
     parts = ["\n".join(lines)]
     if uses_gemm:
         parts.append("_STITCH_RELU = 1  # cuBLASLt epilogue: relu")
+    if cuda_src or options.cuda_graph:
+        parts.append(
+            "# Launch knobs per fusion group, read at every call; the autotuner times the choices on the\n"
+            "# GPU and the coder writes the fastest back here (docs/autotuning.md).\n"
+            f"STITCH_LAUNCH: dict[str, dict[str, int]] = {launch or {}!r}"
+        )
     if names:
         parts.append(_runtime_source(names))
     if cuda_src:

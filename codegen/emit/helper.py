@@ -28,6 +28,7 @@ class Helper:
         self.locals: dict[Any, str] = {}
         self.lines: list[str] = []
         self.returns: list[str] = []
+        self.knobs: dict[str, int] = {}  # launch knob -> default (the program's STITCH_LAUNCH entry)
 
     @property
     def name(self) -> str:
@@ -55,6 +56,20 @@ class Helper:
         self.call_args.append(expr)
         self._params_by_ref.append((ref, name))
         return name
+
+    def knob(self, name: str, default: int) -> str:
+        """A launch knob's value, read at every call from the program's STITCH_LAUNCH table.
+
+        The first knob adds the parameter `launch` (the forward passes STITCH_LAUNCH['<group id>']),
+        so identical groups still share one helper while each keeps its own setting. A helper with
+        two launches names the second's knobs with a scope ("stats.threads"); a scoped knob takes
+        the choices of its last part.
+        """
+        if not self.knobs:
+            self.params.append("launch")
+            self.call_args.append(f"STITCH_LAUNCH[{self.gid!r}]")
+        self.knobs[name] = default
+        return f"launch[{name!r}]"
 
     def prepare_chain(self, chain: Chain, prefix: str, shape_var: str, compute_shape: bool) -> None:
         """Make full operands contiguous, fix the chain's shape, compute broadcast (inner, count)."""

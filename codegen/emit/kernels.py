@@ -36,6 +36,9 @@ from codegen.schedule.fusion import (
     gemm_folds,
 )
 
+EW_THREADS = 256  # elementwise threads per block before tuning (STITCH_LAUNCH's default)
+BN_OF_CONCAT = "batch_norm_of_concat"  # the family writer of a BatchNorm over a concatenation
+
 # ---- group code -------------------------------------------------------------------------------------
 
 
@@ -84,7 +87,7 @@ class GroupWriter:
         elif group.kind in (SOFTMAX, LAYER_NORM, REDUCTION):
             template, launches = self._row(group, helper)
         elif group.kind == BATCH_NORM:
-            template, launches = self._batch_norm(group, helper)
+            template, launches = self.write_batch_norm(group, helper)
         elif group.kind in self.family_writers:
             template, launches = self.family_writers[group.kind](self, group, helper)
         else:
@@ -111,7 +114,7 @@ class GroupWriter:
                 )
             out_names.append(name)
         struct, out_fields = ew_functor(self.unit, chain, outputs, group.id)
-        params = chain.fields() + out_fields + [("int64_t", "n"), ("int", "unroll")]
+        params = chain.fields() + out_fields + [("int64_t", "n"), ("int", "unroll"), ("int", "threads")]
         init = _init(struct, "f", chain.fields() + out_fields, "")
         aligned = [f"stitch_aligned16(f{i})" for i in range(len(chain.full))]
         aligned += [f"stitch_aligned16(o{j})" for j in range(len(outputs))]
@@ -119,12 +122,14 @@ class GroupWriter:
             [
                 init,
                 f"  const bool vec = {' && '.join(aligned) if aligned else 'true'};",
-                f"  return stitch_ew_launch<{struct}>(f, n, vec, unroll, stream);",
+                f"  return stitch_ew_launch<{struct}>(f, n, vec, unroll, threads, stream);",
             ]
         )
         launcher = self.unit.launcher("ew", params, body, group.id)
         args = helper.chain_args(chain, prefix) + [f"{n}.data_ptr()" for n in out_names]
-        args += [f"{out_names[0]}.numel()", str(self.ew_unroll), f"_stitch_stream({out_names[0]})"]
+        unroll = helper.knob("unroll", self.ew_unroll)
+        threads = helper.knob("threads", EW_THREADS)
+        args += [f"{out_names[0]}.numel()", unroll, threads, f"_stitch_stream({out_names[0]})"]
         helper.lines.append(f"_ext.{launcher}({', '.join(args)})")
         return out_names
 
@@ -249,7 +254,7 @@ class GroupWriter:
                 [
                     pro_init,
                     epi_init,
-                    f"  return stitch_reduce_run<{op_code}, {pro}, {epi}>(pro, epi, y, outer, red, inner, scale, stream);",
+                    f"  return stitch_reduce_run<{op_code}, {pro}, {epi}>(pro, epi, y, outer, red, inner, scale, knob_threads, stream);",
                 ]
             )
             tail_args = ["y.data_ptr()", "outer", "red", "inner", "scale"]
@@ -273,7 +278,7 @@ class GroupWriter:
                     [
                         pro_init,
                         epi_init,
-                        f"  return stitch_softmax_run<{log}, {pro}, {epi}>(pro, epi, y, saved, rows, cols, stream);",
+                        f"  return stitch_softmax_run<{log}, {pro}, {epi}>(pro, epi, y, saved, rows, cols, knob_threads, stream);",
                     ]
                 )
                 tail_args = ["y.data_ptr()", "saved.data_ptr()" if saved else "0", "rows", "cols"]
@@ -300,7 +305,7 @@ class GroupWriter:
                     [
                         pro_init,
                         epi_init,
-                        f"  return stitch_layernorm_run<{pro}, {epi}>(pro, epi, w, b, y, saved, rows, cols, eps, stream);",
+                        f"  return stitch_layernorm_run<{pro}, {epi}>(pro, epi, w, b, y, saved, rows, cols, eps, knob_threads, stream);",
                     ]
                 )
                 eps = repr(float(anchor.args["eps"]))
@@ -315,6 +320,8 @@ class GroupWriter:
                 ]
                 template = "layernorm_rows"
         io.add_epilogue_args(helper, "y_shape" if anchor.family == REDUCTION else "p_shape")
+        params += [("int", "knob_threads")]  # the block kernels' threads (0: by the row length)
+        tail_args += [helper.knob("threads", 0)]
         launcher = self.unit.launcher(template.split("_")[0], params, body, group.id)
         helper.lines.append(f"_ext.{launcher}({', '.join(call + tail_args + ['_stitch_stream(y)'])})")
         helper.returns = io.returns(group, saved)
@@ -325,53 +332,71 @@ class GroupWriter:
         return template, 1
 
     # -- BatchNorm1d-3d: double-precision statistics, then the normalisation as an elementwise kernel --
-    def _batch_norm(self, group: Group, helper: Helper) -> tuple[str, int]:
-        self.unit.use("batchnorm", "elementwise")
-        self.unit.library_launcher("bn_stats", BN_STATS_PARAMS, group.id)
-        self.unit.library_launcher("bn_finalize", BN_FINALIZE_PARAMS, group.id)
+    def write_batch_norm(self, group: Group, helper: Helper) -> tuple[str, int]:
+        if group.lead:  # over a channel concatenation (codegen/emit/norm_concat.py)
+            return self.family_writers[BN_OF_CONCAT](self, group, helper)
         anchor = group.anchor
         assert anchor is not None
-        x = helper.ref(anchor.args["input"])
+        helper.lines.append(f"x = {helper.ref(anchor.args['input'])}.contiguous()")
+        operands = self.bn_statistics(group, helper, ["x"])
+        ops = [ChainOp("bn_affine", [anchor.args["input"], *operands], {}, anchor.node)]
+        chain = build_chain(self.classifier, ops + spec_ops(group.epilogue), self.shape(anchor.node))
+        helper.locals[anchor.args["input"]] = "x"
+        names = self._ew_call(helper, chain, group.outputs, group, "e_", None)
+        helper.returns = names
+        return ("bn_stats+ew" + ("_epilogue" if group.epilogue else "")), 3
+
+    def bn_statistics(self, group: Group, helper: Helper, parts: list[str]) -> list[Any]:
+        """Lines that leave the group's per-channel mean and scale in `mean_c` / `scale_c` (and the
+        shift in `beta_c`), shaped to broadcast over the channels; returns them as chain operands.
+
+        `parts`: the helper's names of contiguous tensors that together hold the channels in order
+        (one tensor, or the parts of a channel concatenation): each part's statistics come from a
+        call over its own channels, written at its channel offset.
+        """
+        self.unit.use("batchnorm", "elementwise")
+        self.unit.library_launcher("bn_stats", BN_STATS_PARAMS, group.id)
+        anchor = group.anchor
+        assert anchor is not None
         mod = helper.ref(ModuleRef(anchor.args["module"]))
         module = self.classifier.root.get_submodule(anchor.args["module"])
         ones = ", 1" * (len(self.shape(anchor.node)) - 2)  # BatchNorm1d/2d/3d: (N, C), (N, C, L), ...
+        threads = helper.knob("stats.threads", 0)  # 0: the statistics kernel picks by the range length
+        first = parts[0]
         helper.lines += [
-            f"x = {x}.contiguous()",
-            "n, c = x.shape[0], x.shape[1]",
-            "hw = x[0, 0].numel()",
-            "stream = _stitch_stream(x)",
-            "mean = torch.empty(c, device=x.device, dtype=torch.float32)",
-            "scale = torch.empty(c, device=x.device, dtype=torch.float32)",
+            f"n, hw = {first}.shape[0], math.prod({first}.shape[2:])",
+            f"c = {' + '.join(f'{p}.shape[1]' for p in parts)}",
+            f"stats = torch.empty(2, c, device={first}.device, dtype=torch.float32)",
             f"batch_stats = {mod}.training or {mod}.running_mean is None",
             f"update = {mod}.training and {mod}.track_running_stats and {mod}.running_mean is not None",
             "mode = (1 if batch_stats else 0) | (2 if update else 0)",
-            "sums = torch.zeros(2, c, device=x.device, dtype=torch.float64) if batch_stats else None",
-            "if batch_stats:",
-            "    _ext.bn_stats(x.data_ptr(), sums[0].data_ptr(), sums[1].data_ptr(), n, c, hw, stream)",
             "if update:",
             f"    {mod}.num_batches_tracked.add_(1)",
             f"momentum = float({mod}.momentum) if update else 0.0",
             f"weight_ptr = {mod}.weight.data_ptr() if {mod}.weight is not None else 0",
             f"rm_ptr = {mod}.running_mean.data_ptr() if {mod}.running_mean is not None else 0",
             f"rv_ptr = {mod}.running_var.data_ptr() if {mod}.running_var is not None else 0",
-            "sum_ptr = sums[0].data_ptr() if batch_stats else 0",
-            "sq_ptr = sums[1].data_ptr() if batch_stats else 0",
-            "_ext.bn_finalize(sum_ptr, sq_ptr, weight_ptr, rm_ptr, rv_ptr, mean.data_ptr(), scale.data_ptr(), c,"
-            f" float(n * hw), float({mod}.eps), momentum, mode, stream)",
-            f"mean_c, scale_c = mean.view(-1{ones}), scale.view(-1{ones})",  # channel-major broadcasts
         ]
+        at = "0"
+        for part in parts:
+            # float32 pointers moved to the part's first channel (a null pointer stays null)
+            moved = ["weight_ptr", "rm_ptr", "rv_ptr"]
+            if at != "0":
+                moved = [f"({p} + 4 * ({at}) if {p} else 0)" for p in moved]
+            helper.lines.append(
+                f"_ext.bn_stats({part}.data_ptr(), {', '.join(moved)}, stats[0, {at}:].data_ptr(),"
+                f" stats[1, {at}:].data_ptr(), n, {part}.shape[1], hw, float({mod}.eps), momentum, mode,"
+                f" {threads}, _stitch_stream({part}))"
+            )
+            at = f"{part}.shape[1]" if at == "0" else f"{at} + {part}.shape[1]"
+        helper.lines.append(f"mean_c, scale_c = stats[0].view(-1{ones}), stats[1].view(-1{ones})")
         mean_t, scale_t, beta_t = Token("mean_c", False), Token("scale_c", False), Token("beta_c", False)
         helper.locals.update({mean_t: "mean_c", scale_t: "scale_c", beta_t: "beta_c"})
-        operands: list[Any] = [anchor.args["input"], mean_t, scale_t]
+        operands: list[Any] = [mean_t, scale_t]
         if module.bias is not None:
             helper.lines.append(f"beta_c = {mod}.bias.view(-1{ones})")
             operands.append(beta_t)
-        ops = [ChainOp("bn_affine", operands, {}, anchor.node)] + spec_ops(group.epilogue)
-        chain = build_chain(self.classifier, ops, self.shape(anchor.node))
-        helper.locals[anchor.args["input"]] = "x"
-        names = self._ew_call(helper, chain, group.outputs, group, "e_", None)
-        helper.returns = names
-        return ("bn_stats+ew" + ("_epilogue" if group.epilogue else "")), 4
+        return operands
 
 
 def math_inner_is_one(shape: tuple[int, ...], last_dim: int) -> bool:
@@ -405,23 +430,16 @@ GEMM_PARAMS: list[tuple[str, str]] = [
 ]
 BN_STATS_PARAMS: list[tuple[str, str]] = [
     ("const float*", "x"),
-    ("double*", "sum"),
-    ("double*", "sumsq"),
-    ("int64_t", "N"),
-    ("int64_t", "C"),
-    ("int64_t", "HW"),
-]
-BN_FINALIZE_PARAMS: list[tuple[str, str]] = [
-    ("const double*", "sum"),
-    ("const double*", "sumsq"),
     ("const float*", "weight"),
     ("float*", "running_mean"),
     ("float*", "running_var"),
     ("float*", "mean_out"),
     ("float*", "scale_out"),
+    ("int64_t", "N"),
     ("int64_t", "C"),
-    ("double", "count"),
+    ("int64_t", "HW"),
     ("float", "eps"),
     ("float", "momentum"),
     ("int", "mode"),
+    ("int", "threads"),
 ]

@@ -14,28 +14,48 @@
 
 from __future__ import annotations
 
-from codegen.emit.chain import CodegenError
+import torch.fx as fx
+
+from codegen.emit.chain import ChainOp, CodegenError
 from codegen.emit.kernels import GroupWriter, Helper, build_chain, epi_functor, spec_ops
 from codegen.emit.row_io import functor_init, prefixed
 from codegen.frontend.layout_ops import MAX_DIMS, PARTS_PER_LAUNCH
+from codegen.frontend.ops import OpSpec
 from codegen.schedule.fusion import Group
 
 _GATHER_MODES = {"contiguous": 0, "clone": 0, "tril": 1, "triu": 2}
+_UNTUNED = ("fill", "nll_pick")  # small launches with fixed configurations; the rest take the knobs
+_CFG = "StitchLaunch{threads, per_sm}"  # the launch knobs, as the tuned launchers pass them on
 _WINDOW_MODES = {"pad": 3, "roll": 4}
 
 
 def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
     """Fill `helper` for a copy group; returns (template, launches)."""
-    writer.unit.use("layout")
     anchor = group.anchor
     assert anchor is not None
-    args = anchor.args
+    result = group.epilogue[-1].node if group.epilogue else anchor.node
+    launches = copy_launches(writer, group, helper, anchor, spec_ops(group.epilogue), result)
+    helper.returns = ["y" for _ in group.outputs]
+    return f"copy_{anchor.args['mode']}" + ("+epilogue" if group.epilogue else ""), launches
+
+
+def copy_launches(
+    writer: GroupWriter,
+    group: Group,
+    helper: Helper,
+    copy: OpSpec,
+    ops: list[ChainOp],
+    result: fx.Node,
+    scope: str = "",
+) -> int:
+    """The launches of one copy op with `ops` applied to every value it stores (its epilogue, whose
+    last op computes `result`); the helper's `y` holds the output. Returns the launch count.
+    `scope` prefixes the launch knobs' names when the helper has another launch with its own."""
+    writer.unit.use("layout")
+    args = copy.args
     mode = args["mode"]
-    epi_chain = build_chain(
-        writer.classifier, spec_ops(group.epilogue), writer.shape(anchor.node), seed=anchor.node
-    )
-    epi_result = group.epilogue[-1].node if group.epilogue else anchor.node
-    epi = epi_functor(writer.unit, epi_chain, epi_result, group.id)
+    epi_chain = build_chain(writer.classifier, ops, writer.shape(copy.node), seed=copy.node)
+    epi = epi_functor(writer.unit, epi_chain, result, group.id)
     epi_fields = prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
     epi_init = functor_init(epi, "epi", epi_chain.fields(), "e_")
     if mode in ("cat", "stack"):
@@ -43,7 +63,7 @@ def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     elif mode in ("pad", "roll"):
         pieces = [_window(helper, args, epi, epi_init)]
     elif mode == "nll_pick":
-        if group.epilogue:
+        if ops:
             raise CodegenError("nll_pick takes no epilogue")
         pieces = [_nll_pick(helper, args)]
     elif mode == "fill":
@@ -55,21 +75,25 @@ def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         body = f"{epi_init}\n  return stitch_fill_run<{epi}>(y, n, value, epi, stream);"
         pieces = [(params, body, ["y.data_ptr()", "y.numel()", repr(float(args["value"]))])]
     else:
-        pieces = [_gather(helper, args, epi, epi_init, alias=not group.epilogue)]
+        pieces = [_gather(helper, args, epi, epi_init, alias=not ops)]
     epi_args: list[str] = []
     if epi_chain.ops:
         helper.lines.append("y_shape = tuple(y.shape)")
         helper.prepare_chain(epi_chain, "e_", "y_shape", False)
         epi_args = helper.chain_args(epi_chain, "e_")
+    knobs: list[tuple[str, str]] = []
+    knob_args: list[str] = []
+    if mode not in _UNTUNED:
+        knobs = [("int", "threads"), ("int", "per_sm")]
+        knob_args = [helper.knob(f"{scope}threads", 256), helper.knob(f"{scope}per_sm", 16)]
     for params, body, call in pieces:
-        launcher = writer.unit.launcher(mode, params + epi_fields, body, group.id)
-        launch = f"_ext.{launcher}({', '.join(call + epi_args + ['_stitch_stream(y)'])})"
-        if mode == "contiguous" and not group.epilogue:
+        launcher = writer.unit.launcher(mode, params + epi_fields + knobs, body, group.id)
+        launch = f"_ext.{launcher}({', '.join(call + epi_args + knob_args + ['_stitch_stream(y)'])})"
+        if mode == "contiguous" and not ops:
             helper.lines += ["if not x.is_contiguous():", f"    {launch}"]
         else:
             helper.lines.append(launch)
-    helper.returns = ["y" for _ in group.outputs]
-    return f"copy_{mode}" + ("+epilogue" if group.epilogue else ""), len(pieces)
+    return len(pieces)
 
 
 Piece = tuple[list[tuple[str, str]], str, list[str]]  # launcher parameters, body, call arguments
@@ -112,7 +136,7 @@ def _concat(helper: Helper, args: dict, epi: str, epi_init: str) -> list[Piece]:
             [
                 epi_init,
                 *fill,
-                f"  return stitch_concat_run<{k}, {epi}>(p, y, outer, total, inner, epi, stream);",
+                f"  return stitch_concat_run<{k}, {epi}>(p, y, outer, total, inner, epi, {_CFG}, stream);",
             ]
         )
         offset = str(first) if stack or not first else " + ".join(sizes[:first])
@@ -167,7 +191,7 @@ def _window(helper: Helper, args: dict, epi: str, epi_init: str) -> Piece:
             f"{{{join(f'stride{d}' for d in range(MAX_DIMS))}}}}};",
             f"  const StitchWindow w{{{{{join(str(v) for v in lo8)}}}, "
             f"{{{join(f'insize{d}' for d in range(MAX_DIMS))}}}}};",
-            f"  return stitch_window_run<{_WINDOW_MODES[args['mode']]}, {epi}>(x, y, s, w, n, fill, epi, stream);",
+            f"  return stitch_window_run<{_WINDOW_MODES[args['mode']]}, {epi}>(x, y, s, w, n, fill, epi, {_CFG}, stream);",
         ]
     )
     call = ["x.data_ptr()", "y.data_ptr()", "x.dim()"]
@@ -216,7 +240,7 @@ def _gather(helper: Helper, args: dict, epi: str, epi_init: str, alias: bool) ->
         [
             epi_init,
             f"  const StitchStrides s{{nd, {{{shape}}}, {{{strides}}}}};",
-            f"  return stitch_gather_run<{_GATHER_MODES[mode]}, {epi}>(x, y, s, n, diag, epi, stream);",
+            f"  return stitch_gather_run<{_GATHER_MODES[mode]}, {epi}>(x, y, s, n, diag, epi, {_CFG}, stream);",
         ]
     )
     call = ["x.data_ptr()", "y.data_ptr()", "len(dims)"]

@@ -69,11 +69,12 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     dims = [("int64_t", n) for n in ("planes", "id", "ih", "iw", "od", "oh", "ow")]
     epi_fields = prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
     launch_params = [("const float*", "x"), ("float*", "y"), *dims, *epi_fields]
+    launch_params += [("int", "threads"), ("int", "per_sm")]
     body = "\n".join(
         [
             functor_init(epi, "epi", epi_chain.fields(), "e_"),
             shape_init,
-            f"  return stitch_pool_run<{_MODES[params.kind]}, {epi}>(x, y, s, epi, stream);",
+            f"  return stitch_pool_run<{_MODES[params.kind]}, {epi}>(x, y, s, epi, StitchLaunch{{threads, per_sm}}, stream);",
         ]
     )
     launcher = writer.unit.launcher("pool", launch_params, body, group.id)
@@ -82,6 +83,7 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         helper.lines.append("y_shape = tuple(y.shape)")
         helper.prepare_chain(epi_chain, "e_", "y_shape", False)
         call += helper.chain_args(epi_chain, "e_")
+    call += [helper.knob("threads", 256), helper.knob("per_sm", 8)]
     helper.lines.append(f"_ext.{launcher}({', '.join(call + ['_stitch_stream(y)'])})")
     helper.returns = ["y" for _ in group.outputs]
     return f"pool_{params.kind}" + ("+epilogue" if group.epilogue else ""), 1

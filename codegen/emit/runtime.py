@@ -19,6 +19,7 @@ from torch.utils.cpp_extension import load_inline
 
 _ext: Any = None  # the program binds its built extension here
 _STITCH_RELU = 1
+STITCH_LAUNCH: dict[str, dict[str, int]] = {}  # the program writes its own table (assemble)
 
 
 def _stitch_cuda_lib_paths() -> tuple[list[str], list[str]]:
@@ -220,6 +221,30 @@ def _stitch_mm(
     return out
 
 
+STITCH_LAUNCH_CHOICES: dict[str, tuple[int, ...]] = {
+    "threads": (128, 256, 512, 1024),  # threads per block (a default of 0: the kernel's own heuristic)
+    "unroll": (1, 2),  # float4 per thread per step (elementwise)
+    "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM
+}
+
+
+_STITCH_LAUNCH_STATE: list[Any] = [()]
+
+
+def stitch_set_launch(group: str, knob: str, value: int) -> None:
+    """Set one launch knob of one fusion group: the autotuner's entry point (docs/autotuning.md).
+
+    The group helpers read STITCH_LAUNCH at every call. A CUDA-graph program keeps one capture per
+    state of the table, so a tuner switching between two settings captures each only once.
+    """
+    # "stats.threads" takes the choices of "threads"; 0 is the kernel's own choice (a default)
+    allowed = (0, *STITCH_LAUNCH_CHOICES.get(knob.rsplit(".", 1)[-1], ()))
+    if group not in STITCH_LAUNCH or knob not in STITCH_LAUNCH[group] or int(value) not in allowed:
+        raise ValueError(f"no launch knob {group}.{knob} taking {value!r} (choices {allowed})")
+    STITCH_LAUNCH[group][knob] = int(value)
+    _STITCH_LAUNCH_STATE[0] = tuple((g, tuple(sorted(k.items()))) for g, k in sorted(STITCH_LAUNCH.items()))
+
+
 def _stitch_restore_buffers(module: torch.nn.Module, saved: list[torch.Tensor]) -> None:
     for buffer, value in zip(module.buffers(), saved, strict=True):
         buffer.copy_(value)
@@ -244,6 +269,7 @@ class _StitchGraphRunner:
         key: tuple[Any, ...] = tuple((tuple(a.shape), a.dtype, a.device, a.is_contiguous()) for a in args)
         # cuDNN's math mode is read when the forward runs, so a captured graph holds one mode.
         key = key + (torch.is_grad_enabled(), module.training, torch.backends.cudnn.allow_tf32)
+        key = key + (_STITCH_LAUNCH_STATE[0],)  # the launch knobs a capture was made with
         entry = self.entries.get(key)
         if entry is None:
             entry = self._capture(module, fn, args)

@@ -363,7 +363,10 @@ class FusionPlanner:
         return [o for s in group.specs for o in tensor_operands(self.classifier, s) if o not in members]
 
     def _take_as_prologue(self, group: Group, spec: OpSpec, steps: list[Step]) -> Group | None:
-        """Fold the open elementwise chain (or a gemm's trailing epilogue) into a row op's loads."""
+        """Fold the open elementwise chain (or a gemm's trailing epilogue) into a row op's loads, or a
+        channel concatenation into the batch norm that is its only reader."""
+        if spec.family == BATCH_NORM:
+            return _batch_norm_of_concat(group, spec)
         if spec.family not in ROW_FAMILIES or spec.args.get("input") is not group.tail:
             return None
         if _shape(self.classifier, group.tail) != _shape(self.classifier, spec.args["input"]):
@@ -441,6 +444,25 @@ class FusionPlanner:
                 step.group, step.spec = group, None
 
 
+def _batch_norm_of_concat(group: Group, spec: OpSpec) -> Group | None:
+    """BatchNorm over `torch.cat(parts, 1)` read by nothing else (a DenseNet layer's input): the cat
+    becomes the group's lead. Per-channel statistics come from the parts themselves, and the
+    normalisation is the concatenation's store epilogue, so the joined tensor is never written
+    (codegen/emit/norm_concat.py)."""
+    cat = group.anchor
+    if (
+        group.kind != COPY
+        or cat is None
+        or group.epilogue
+        or cat.args.get("mode") != "cat"
+        or cat.args.get("dim") != 1
+        or spec.args.get("input") is not cat.node
+        or len(cat.node.users) != 1
+    ):
+        return None
+    return Group(id="", kind=BATCH_NORM, anchor=spec, lead=[cat])
+
+
 def has_split_form(classifier: Classifier, group: Group) -> bool:
     """Does demotion level 1 produce different code from level 0 for this group?"""
     if group.kind == ELEMENTWISE:
@@ -450,6 +472,8 @@ def has_split_form(classifier: Classifier, group: Group) -> bool:
         return gemm_folds(classifier, group).count > 0 or group.anchor.args.get("bias") is not None
     if group.kind == CONV:
         return conv_has_split_form(classifier, group)
+    if group.kind == BATCH_NORM and group.lead:  # the concatenation it reads becomes a kernel again
+        return True
     return bool(group.prologue or group.epilogue)
 
 
@@ -506,12 +530,16 @@ def _split(group: Group) -> list[Group]:
     else:
         for spec in group.prologue:
             piece(ELEMENTWISE, "prologue", epilogue=[spec])
+        lead = list(group.lead)
+        if group.kind == BATCH_NORM and lead:  # the concatenation as its own copy kernel
+            piece(COPY, "lead", anchor=lead[0])
+            lead = []
         anchor_piece = piece(
             group.kind,
             "anchor",
             anchor=group.anchor,
             absorbed=list(group.absorbed),
-            lead=list(group.lead),
+            lead=lead,
             trail=list(group.trail),
         )
         if group.kind in LIBRARY_FAMILIES:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from codegen.emit.assemble import Options, Program
 from codegen.emit.cuda_unit import locate_groups
@@ -111,7 +111,7 @@ def plan_fix(
     targets = [gid for gid in targets if by_id[gid].kind != REFERENCE and levels.get(gid, 0) < 2]
     located = bool(targets)
     if not targets and options.cuda_graph and feedback.kind != "build_error":
-        new = Options(options.arch, False, options.ew_unroll, levels)
+        new = replace(options, cuda_graph=False, levels=levels)
         return Repair(new, "fix: CUDA-graph capture switched off (failure not located in a group)", [], True)
     if not targets:
         group = _most_complex(groups, levels)
@@ -136,5 +136,5 @@ def plan_fix(
             }
         )
     names = ", ".join(f"{d['group']} ({d['kind']}) {d['from']} -> {d['to']}" for d in demoted)
-    new = Options(options.arch, options.cuda_graph, options.ew_unroll, levels)
+    new = replace(options, levels=levels)
     return Repair(new, f"fix ({feedback.kind}): demoted {names}", demoted, True)

@@ -9,7 +9,9 @@ from codegen.advice import CUDA_GRAPH_ADVICE, EW_UNROLL_ADVICE, requested
 from codegen.policy import OfflinePolicy, options_from_meta
 from graph.artifacts import Candidate, Feedback, Finding, KernelStat, Plan, Profile, Task, TestResult
 from graph.context import Context
+from graph.launch_advice import launch_from, launch_suggestion, parse_launch
 from graph.policy import get_policy
+from nodes.support.tuning import current_table
 from tools.roofline import KNOWN
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
@@ -162,9 +164,39 @@ def test_optimize_unrolls_a_dominant_elementwise_kernel_then_stops() -> None:
     )
     faster = policy.revise(task, plan, candidate, advice, "optimize", 2)
     assert faster.meta["options"]["ew_unroll"] == 2 and "ew_unroll" in faster.meta["optimizations"]
-    assert "_stitch_stream(o0))" in faster.source and ", 2, _stitch_stream" in faster.source
+    assert "launch['unroll'], launch['threads'], _stitch_stream(o0))" in faster.source
+    assert current_table(faster.source) == {"g1": {"unroll": 2, "threads": 256}}
     done = policy.revise(task, plan, faster, advice, "optimize", 3)
     assert done.summary == "no further optimisation" and done.source == faster.source
+
+
+def test_optimize_writes_a_tuned_launch_table_first_then_goes_on() -> None:
+    policy, task, plan, candidate = first_candidate("level2/4_Conv_BN_ReLU.py")
+    table = current_table(candidate.source)
+    group = next(iter(table))
+    assert table[group] == {"stats.threads": 0, "unroll": 1, "threads": 256}  # batch norm, then its ReLU
+    tuned = {group: {"threads": 512}, "g999": {"threads": 128}}  # a group this program lacks is ignored
+    advice = Feedback(
+        kind="optimize",
+        summary="launch-bound",
+        suggestions=[launch_suggestion(tuned, 1.04), "[cuda_graph] capture the forward"],
+    )
+    assert launch_from(advice) == tuned
+    faster = policy.revise(task, plan, candidate, advice, "optimize", 2)
+    assert faster.meta["optimizations"] == ["launch"] and not faster.meta["options"]["cuda_graph"]
+    assert current_table(faster.source)[group] == {"stats.threads": 0, "unroll": 1, "threads": 512}
+    assert "g999" not in current_table(faster.source)
+    assert options_from_meta(faster.meta).launch == {group: {"threads": 512}, "g999": {"threads": 128}}  # type: ignore[union-attr]
+    # the same advice again: the table is already written, so the next optimisation comes
+    graphed = policy.revise(task, plan, faster, advice, "optimize", 3)
+    assert graphed.meta["optimizations"] == ["launch", "cuda_graph"]
+    assert current_table(graphed.source)[group]["threads"] == 512 and "_StitchGraphRunner" in graphed.source
+
+
+def test_a_malformed_launch_suggestion_is_no_table() -> None:
+    broken = Feedback(kind="optimize", summary="x", suggestions=["[launch] {not json", "[launch] [1, 2]"])
+    assert launch_from(broken) == {}
+    assert parse_launch({"g1": {"threads": "512", "unroll": True}, "g2": 3}) == {}
 
 
 def test_foreign_candidates_are_replaced_by_the_offline_program() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 from support.demotion import assert_demoted_program_matches
+from support.host_emulation import build_emulator
 from support.nvcc_build import NVCC, build_and_load
 
 from codegen.emit.assemble import Options, assemble
@@ -389,26 +390,7 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    folder = tmp_path_factory.mktemp("layout_emulation")
-    (folder / "main.cpp").write_text(EMULATION)
-    from codegen.emit.cuda_unit import TEMPLATE_DIR
-
-    binary = folder / "emulate"
-    cmd = [
-        compiler,
-        "-std=c++17",
-        "-O1",
-        "-w",
-        f"-I{TEMPLATE_DIR}",
-        str(folder / "main.cpp"),
-        "-o",
-        str(binary),
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-    return binary
+    return build_emulator(tmp_path_factory.mktemp("layout_emulation"), EMULATION)
 
 
 def _emulate(binary: Path, *args: Any) -> torch.Tensor:

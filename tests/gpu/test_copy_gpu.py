@@ -3,7 +3,9 @@ the masked-fill and tensor-clamp elementwise ops against float64 PyTorch, and th
 
 Cases: tests/fixtures/problems/level2/31_Copy_Families.py (every variant at odd sizes: parts that are
 not multiples of 4, a channel shuffle, a causal mask from a registered buffer fused into a softmax,
-broadcast clamp bounds) as planned, as a CUDA graph and at demotion level 1; then every copy problem
+broadcast clamp bounds) and level2/34_BatchNorm_Of_Concat.py (batch norm over concatenations: the
+statistics from the parts, the normalisation on the cat's store) as planned, as a CUDA graph and at
+demotion level 1; then every copy problem
 of evals/suite at full size, timed against eager. The checks and the table are the shared harness's
 (tests/support/family_gpu.py: check_case, print_table).
 
@@ -29,6 +31,7 @@ from support.family_gpu import check_case, run_family, write_family_programs, wr
 
 SUITE = REPO / "evals" / "suite"
 FAMILIES = REPO / "tests" / "fixtures" / "problems" / "level2" / "31_Copy_Families.py"
+BN_OF_CONCAT = REPO / "tests" / "fixtures" / "problems" / "level2" / "34_BatchNorm_Of_Concat.py"
 COPY_NAMES = ("Concat", "Tril", "Shuffle", "CausalMask", "DenseBlock", "Inception", "MiniGPT", "Roll_Pad")
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -41,7 +44,8 @@ def suite_problems() -> list[Path]:
 def write_programs(folder: Path, arch: str = "sm_90") -> list[dict[str, Any]]:
     """Write every case's problem and program plus manifest.json; needs codegen (pydantic)."""
     folder.mkdir(parents=True, exist_ok=True)
-    problems = [("families", FAMILIES, False)] + [(p.stem, p, True) for p in suite_problems()]
+    problems = [("families", FAMILIES, False), ("bn_of_concat", BN_OF_CONCAT, False)]
+    problems += [(p.stem, p, True) for p in suite_problems()]
     return write_family_programs(folder, problems, arch)
 
 

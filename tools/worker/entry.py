@@ -20,7 +20,8 @@ one of two modes (tools.worker.correctness and tools.worker.timing say why):
 Only the measuring part holds the device lock; builds run in parallel across workers.
 
 This module reads the request, runs the action (tools.worker.verify, tools.worker.profile_action,
-or only the import for "build") and writes the answer; the steps live in their own modules.
+tools.worker.tune, or only the import for "build") and writes the answer; the steps live in their
+own modules.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from tools.worker.kernelbench_state import (
 from tools.worker.loading import build_info, construct, import_candidate, load_problem, raise_for_failed_build
 from tools.worker.profile_action import profile
 from tools.worker.reporting import Outcome, Progress, exception_summary
+from tools.worker.tune import tune
 from tools.worker.verify import verify
 
 DEFAULT_ARCH = "sm_90"  # the project's target (H100/H200) when neither the request nor a GPU says
@@ -77,8 +79,10 @@ def _run(
     findings: list[Finding],
 ) -> None:
     action = request.get("action", "verify")
-    if action not in ("verify", "profile", "build"):
-        raise Outcome("runtime_error", f"bad request: unknown action {action!r} (verify, profile or build)")
+    if action not in ("verify", "profile", "build", "tune"):
+        raise Outcome(
+            "runtime_error", f"bad request: unknown action {action!r} (verify, profile, build or tune)"
+        )
     device_kind = request.get("device", "cuda")
     if device_kind not in ("cuda", "cpu"):
         raise Outcome("runtime_error", f"bad request: unknown device {device_kind!r} (cuda or cpu)")
@@ -158,6 +162,9 @@ def _run(
         try:
             if action == "verify":
                 verify(request, response, progress, problem, models, device, deadline, harness, findings)
+            elif action == "tune":
+                namespace = load.context if load is not None else vars(candidate)
+                tune(request, response, progress, problem, namespace, models, device, deadline)
             else:
                 profile(request, response, progress, problem, models, device)
         finally:

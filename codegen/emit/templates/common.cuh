@@ -33,6 +33,25 @@ static inline unsigned stitch_grid(int64_t work, int threads, int blocks_per_sm)
   return (unsigned)blocks;
 }
 
+// A grid-stride launch's configuration as the program's STITCH_LAUNCH table sets it (docs/autotuning.md):
+// threads per block and the grid's cap in blocks per SM. A value out of range keeps the default.
+struct StitchLaunch {
+  int threads;
+  int per_sm;
+};
+
+// Threads per block from the launch table when usable (a multiple of 32 up to 1024), else `fallback`.
+static inline int stitch_threads_or(int asked, int fallback) {
+  return asked >= 32 && asked <= 1024 && asked % 32 == 0 ? asked : fallback;
+}
+
+static inline StitchLaunch stitch_launch_or(StitchLaunch asked, int threads, int per_sm) {
+  StitchLaunch c{threads, per_sm};
+  if (asked.threads >= 32 && asked.threads <= 1024 && asked.threads % 32 == 0) c.threads = asked.threads;
+  if (asked.per_sm >= 1 && asked.per_sm <= 64) c.per_sm = asked.per_sm;
+  return c;
+}
+
 // Blocks for one work item per `per_block` slots with no grid-stride reuse (bandwidth-bound kernels want
 // every row or vector in flight at once); kernels still loop in case the grid limit is reached.
 static inline unsigned stitch_grid_all(int64_t work, int per_block) {

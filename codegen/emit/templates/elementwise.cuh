@@ -24,10 +24,13 @@ __global__ void stitch_ew_scalar_kernel(F f, int64_t start, int64_t n) {
 }
 
 // Vector path over the multiple-of-4 prefix when every full operand is aligned, scalar tail after it.
+// `unroll` (1 or 2 float4 per thread per step) and `threads` (per block) are launch knobs the program
+// reads from its STITCH_LAUNCH table (docs/autotuning.md); a threads value that is not a multiple of
+// 32 in [32, 1024] falls back to 256.
 template <class F>
-static int stitch_ew_launch(const F& f, int64_t n, bool vec_ok, int unroll, cudaStream_t stream) {
+static int stitch_ew_launch(const F& f, int64_t n, bool vec_ok, int unroll, int threads, cudaStream_t stream) {
   if (n <= 0) return (int)cudaGetLastError();
-  const int threads = 256;
+  if (threads < 32 || threads > 1024 || threads % 32 != 0) threads = 256;
   int64_t start = 0;
   if (vec_ok) {
     const int64_t n4 = n / 4;

@@ -263,22 +263,24 @@ __global__ void stitch_layernorm_apply_kernel(Pro pro, Epi epi, const float* w, 
 
 template <class Pro, class Epi>
 static int stitch_layernorm_parts(const Pro& pro, const Epi& epi, const float* w, const float* b, float* y, float* saved,
-                                  int64_t rows, int64_t cols, float eps, bool vec, cudaStream_t stream) {
+                                  int64_t rows, int64_t cols, float eps, bool vec, int threads, cudaStream_t stream) {
   return stitch_two_pass_rows<double>(
       rows, cols, vec, 2,
       [&](unsigned grid, double* ws, int64_t parts, int64_t chunk) {
-        stitch_layernorm_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
+        stitch_layernorm_stats_kernel<Pro><<<grid, threads, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
       },
       [&](unsigned grid, double* ws, int64_t parts, int64_t chunk) {
-        stitch_layernorm_apply_kernel<Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, w, b, y, ws, rows, cols, parts,
-                                                                          chunk, eps, vec);
+        stitch_layernorm_apply_kernel<Pro, Epi><<<grid, threads, 0, stream>>>(pro, epi, w, b, y, ws, rows, cols, parts,
+                                                                              chunk, eps, vec);
       },
       stream);
 }
 
 template <class Pro, class Epi>
+// knob_threads: the block kernels' threads from the launch table (0: by the row length); the warp
+// kernels of rows up to 1024 keep theirs.
 static int stitch_layernorm_run(const Pro& pro, const Epi& epi, const float* w, const float* b, float* y, float* saved,
-                                int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+                                int64_t rows, int64_t cols, float eps, int knob_threads, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return (int)cudaGetLastError();
   const bool vec = (cols & 3) == 0 && pro.vec_ok() && stitch_aligned16(y) &&
                    (saved == nullptr || stitch_aligned16(saved)) && (w == nullptr || stitch_aligned16(w)) &&
@@ -314,15 +316,17 @@ static int stitch_layernorm_run(const Pro& pro, const Epi& epi, const float* w, 
     // About eight float4 per thread: few threads per row, many rows resident per SM.
     int threads = 128;
     while (threads < 1024 && (int64_t)threads * 32 < cols) threads *= 2;
+    threads = stitch_threads_or(knob_threads, threads);
     const size_t smem = (size_t)cols * sizeof(float);
     stitch_layernorm_block4_kernel<Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, w, b, y, saved, rows, cols, eps);
     return (int)cudaGetLastError();
   }
   if (cols <= STITCH_LAYERNORM_CACHE_FLOATS) {
-    const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
+    const int threads = stitch_threads_or(knob_threads, cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256));
     const size_t smem = (size_t)cols * sizeof(float);
     stitch_layernorm_block_kernel<Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, w, b, y, saved, rows, cols, eps);
     return (int)cudaGetLastError();
   }
-  return stitch_layernorm_parts<Pro, Epi>(pro, epi, w, b, y, saved, rows, cols, eps, vec, stream);
+  return stitch_layernorm_parts<Pro, Epi>(pro, epi, w, b, y, saved, rows, cols, eps, vec,
+                                          stitch_threads_or(knob_threads, 512), stream);
 }

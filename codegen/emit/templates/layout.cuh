@@ -66,16 +66,17 @@ static bool stitch_fits_32(int64_t n, const StitchStrides& s, const int64_t* siz
 }
 
 // One grid-stride launch over n elements, `launch(index, blocks, threads)` instantiating the kernel
-// with 32- or 64-bit indices (the index argument's type).
+// with 32- or 64-bit indices (the index argument's type); `cfg` from the launch table (256 threads and
+// 16 blocks per SM by default).
 template <class Launch>
-static int stitch_launch_indexed(int64_t n, bool narrow, Launch launch) {
+static int stitch_launch_indexed(int64_t n, bool narrow, StitchLaunch cfg, Launch launch) {
   if (n <= 0) return (int)cudaGetLastError();
-  const int threads = 256;
-  const unsigned blocks = stitch_grid(n, threads, 16);
+  const StitchLaunch c = stitch_launch_or(cfg, 256, 16);
+  const unsigned blocks = stitch_grid(n, c.threads, c.per_sm);
   if (narrow) {
-    launch(uint32_t{}, blocks, threads);
+    launch(uint32_t{}, blocks, c.threads);
   } else {
-    launch(uint64_t{}, blocks, threads);
+    launch(uint64_t{}, blocks, c.threads);
   }
   return (int)cudaGetLastError();
 }
@@ -84,8 +85,8 @@ static int stitch_launch_indexed(int64_t n, bool narrow, Launch launch) {
 // with each other (contiguous / clone only: a triangle mask needs its last two dims).
 template <int MODE, class Epi>
 static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, int64_t n, int64_t diag,
-                             const Epi& epi, cudaStream_t stream) {
-  return stitch_launch_indexed(n, stitch_fits_32(n, s, s.size), [&](auto index, unsigned blocks, int threads) {
+                             const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
+  return stitch_launch_indexed(n, stitch_fits_32(n, s, s.size), cfg, [&](auto index, unsigned blocks, int threads) {
     stitch_gather_kernel<MODE, decltype(index), Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
   });
 }
@@ -134,8 +135,8 @@ __global__ void stitch_window_kernel(const float* __restrict__ x, float* __restr
 // Sizes are the output's, strides the input's, both outermost first (no dims merged).
 template <int MODE, class Epi>
 static int stitch_window_run(const float* x, float* y, const StitchStrides& s, const StitchWindow& w, int64_t n,
-                             float fill, const Epi& epi, cudaStream_t stream) {
-  return stitch_launch_indexed(n, stitch_fits_32(n, s, w.in_size), [&](auto index, unsigned blocks, int threads) {
+                             float fill, const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
+  return stitch_launch_indexed(n, stitch_fits_32(n, s, w.in_size), cfg, [&](auto index, unsigned blocks, int threads) {
     stitch_window_kernel<MODE, decltype(index), Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
   });
 }
@@ -214,16 +215,16 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
 #ifndef STITCH_HOST_EMULATION
 template <int N, class Epi>
 static int stitch_concat_run(const StitchConcatParts<N>& p, float* y, int64_t outer, int64_t total, int64_t inner,
-                             const Epi& epi, cudaStream_t stream) {
+                             const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
   int64_t largest = 0;
   for (int i = 0; i < N; ++i) {
     const int64_t n = outer * (p.start[i + 1] - p.start[i]) * inner;
     if (n > largest) largest = n;
   }
   if (largest <= 0) return (int)cudaGetLastError();
-  const int threads = 256;
-  const dim3 grid(stitch_grid(largest, threads, 16), N);
-  stitch_concat_kernel<N, Epi><<<grid, threads, 0, stream>>>(p, y, outer, total, inner, epi);
+  const StitchLaunch c = stitch_launch_or(cfg, 256, 16);
+  const dim3 grid(stitch_grid(largest, c.threads, c.per_sm), N);
+  stitch_concat_kernel<N, Epi><<<grid, c.threads, 0, stream>>>(p, y, outer, total, inner, epi);
   return (int)cudaGetLastError();
 }
 #endif

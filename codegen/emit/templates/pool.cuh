@@ -92,10 +92,10 @@ __global__ void stitch_pool_kernel(const float* __restrict__ x, float* __restric
 }
 
 template <int MODE, class Epi>
-int stitch_pool_run(const float* x, float* y, StitchPoolShape s, Epi epi, cudaStream_t stream) {
+int stitch_pool_run(const float* x, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, cudaStream_t stream) {
   const int64_t total = s.planes * s.od * s.oh * s.ow;
   if (total <= 0) return (int)cudaGetLastError();
-  const int threads = 256;
-  stitch_pool_kernel<MODE, Epi><<<stitch_grid(total, threads, 8), threads, 0, stream>>>(x, y, s, epi);
+  const StitchLaunch c = stitch_launch_or(cfg, 256, 8);  // the launch table's knobs, else 256 and 8 per SM
+  stitch_pool_kernel<MODE, Epi><<<stitch_grid(total, c.threads, c.per_sm), c.threads, 0, stream>>>(x, y, s, epi);
   return (int)cudaGetLastError();
 }

@@ -182,7 +182,7 @@ static inline int64_t stitch_reduce_div_up(int64_t a, int64_t b) { return (a + b
 // -1 when the caller should use the single-pass kernels.
 template <int OP, class Pro, class Epi>
 static int stitch_reduce_split(const Pro& pro, const Epi& epi, float* y, int64_t outer, int64_t R, int64_t inner,
-                               float scale, cudaStream_t stream) {
+                               float scale, int threads, cudaStream_t stream) {
   const int64_t tiles = stitch_reduce_div_up(inner, 32);
   const bool rows = inner == 1;
   const int64_t least = rows ? 8192 : 512;  // elements a part at least
@@ -198,7 +198,7 @@ static int stitch_reduce_split(const Pro& pro, const Epi& epi, float* y, int64_t
   if (err != cudaSuccess) return (int)err;
   if (rows) {
     const bool vec = (R & 3) == 0 && pro.vec_ok();
-    stitch_reduce_part_rows_kernel<OP, Pro><<<stitch_grid_all(outer * parts, 1), 512, 0, stream>>>(
+    stitch_reduce_part_rows_kernel<OP, Pro><<<stitch_grid_all(outer * parts, 1), threads, 0, stream>>>(
         pro, ws, outer, R, parts, chunk, vec);
   } else {
     const dim3 grid((unsigned)tiles, (unsigned)(outer < 65535 ? outer : 65535), (unsigned)parts);
@@ -215,17 +215,20 @@ static int stitch_reduce_split(const Pro& pro, const Epi& epi, float* y, int64_t
 }
 
 template <int OP, class Pro, class Epi>
+// knob_threads: the block-per-row kernels' threads from the launch table (0: by the row length); the
+// warp and column kernels keep theirs.
 static int stitch_reduce_run(const Pro& pro, const Epi& epi, float* y, int64_t outer, int64_t R, int64_t inner,
-                             float scale, cudaStream_t stream) {
+                             float scale, int knob_threads, cudaStream_t stream) {
   if (outer <= 0 || inner <= 0) return (int)cudaGetLastError();
   if (R > 0) {
-    const int split = stitch_reduce_split<OP, Pro, Epi>(pro, epi, y, outer, R, inner, scale, stream);
+    const int split = stitch_reduce_split<OP, Pro, Epi>(pro, epi, y, outer, R, inner, scale,
+                                                        stitch_threads_or(knob_threads, 512), stream);
     if (split >= 0) return split;
   }
   if (inner == 1) {
     if ((R & 3) == 0 && pro.vec_ok()) {
       if (R >= 2048) {
-        const int threads = R >= 32768 ? 1024 : (R >= 8192 ? 512 : 256);
+        const int threads = stitch_threads_or(knob_threads, R >= 32768 ? 1024 : (R >= 8192 ? 512 : 256));
         stitch_reduce_rows4_kernel<OP, false, Pro, Epi><<<stitch_grid_all(outer, 1), threads, 0, stream>>>(
             pro, epi, y, outer, R, scale);
       } else {
@@ -235,7 +238,7 @@ static int stitch_reduce_run(const Pro& pro, const Epi& epi, float* y, int64_t o
       return (int)cudaGetLastError();
     }
     if (R >= 4096) {
-      const int threads = R >= 32768 ? 1024 : 256;
+      const int threads = stitch_threads_or(knob_threads, R >= 32768 ? 1024 : 256);
       stitch_reduce_block_kernel<OP, Pro, Epi><<<stitch_grid_all(outer, 1), threads, 0, stream>>>(pro, epi, y, outer, R,
                                                                                                   scale);
     } else {

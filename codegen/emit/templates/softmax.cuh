@@ -269,8 +269,10 @@ __global__ void stitch_softmax_apply_kernel(Pro pro, Epi epi, float* y, const fl
 #define STITCH_SOFTMAX_CACHE_FLOATS 11776  // 46 KiB dynamic + the static slots stay under 48 KiB (no opt-in)
 
 template <bool LOG, class Pro, class Epi>
+// knob_threads: the block kernels' threads from the launch table (0: by the row length); the warp
+// kernels of rows up to 1024 keep theirs.
 static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* saved, int64_t rows, int64_t cols,
-                              cudaStream_t stream) {
+                              int knob_threads, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return (int)cudaGetLastError();
   const bool vec = (cols & 3) == 0 && pro.vec_ok() && stitch_aligned16(y) && (saved == nullptr || stitch_aligned16(saved));
   if (cols <= 1024) {
@@ -300,7 +302,7 @@ static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* s
     return (int)cudaGetLastError();
   }
   if (cols <= STITCH_SOFTMAX_CACHE_FLOATS) {
-    const int threads = cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256);
+    const int threads = stitch_threads_or(knob_threads, cols >= 8192 ? 1024 : (cols >= 2048 ? 512 : 256));
     const size_t smem = (size_t)cols * sizeof(float);
     stitch_softmax_block_kernel<LOG, Pro, Epi><<<stitch_grid_all(rows, 1), threads, smem, stream>>>(pro, epi, y, saved,
                                                                                                    rows, cols);
@@ -309,10 +311,11 @@ static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* s
   return stitch_two_pass_rows<float>(
       rows, cols, vec, 2,
       [&](unsigned grid, float* ws, int64_t parts, int64_t chunk) {
-        stitch_softmax_stats_kernel<Pro><<<grid, 512, 0, stream>>>(pro, saved, ws, rows, cols, parts, chunk, vec);
+        stitch_softmax_stats_kernel<Pro><<<grid, stitch_threads_or(knob_threads, 512), 0, stream>>>(pro, saved, ws, rows,
+                                                                                                 cols, parts, chunk, vec);
       },
       [&](unsigned grid, float* ws, int64_t parts, int64_t chunk) {
-        stitch_softmax_apply_kernel<LOG, Pro, Epi><<<grid, 512, 0, stream>>>(pro, epi, y, ws, rows, cols, parts, chunk,
+        stitch_softmax_apply_kernel<LOG, Pro, Epi><<<grid, stitch_threads_or(knob_threads, 512), 0, stream>>>(pro, epi, y, ws, rows, cols, parts, chunk,
                                                                              vec);
       },
       stream);
