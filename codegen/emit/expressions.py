@@ -89,6 +89,7 @@ def op_expr(op: str, args: list[str], params: dict[str, Any], constants: list[An
         "abs": "fabsf",
         "sqrt": "sqrtf",
         "erf": "erff",
+        "erfc": "erfcf",  # not 1 - erf: that loses every digit where erfc is small
         "sin": "sinf",
         "cos": "cosf",
         "log1p": "log1pf",
@@ -167,6 +168,12 @@ def op_expr(op: str, args: list[str], params: dict[str, Any], constants: list[An
     if op == "masked_fill_cmp":  # x, a, b: a <cmp> b ? value : x (frontend/mask_ops.py)
         cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[params["cmp"]]
         return f"(({args[1]} {cmp} {args[2]}) ? {_param(params, 'value')} : {a})"
+    if op == "logaddexp":  # max + log1p(exp(-|a - b|)); two equal infinities give themselves, as ATen
+        b = args[1]
+        return f"((isinf({a}) && {a} == {b}) ? {a} : (fmaxf({a}, {b}) + log1pf(expf(-fabsf({a} - {b})))))"
+    if op == "where_cmp":  # x, y, a, b: a <cmp> b ? x : y (frontend/mask_ops.py)
+        cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[params["cmp"]]
+        return f"(({args[2]} {cmp} {args[3]}) ? {a} : {args[1]})"
     if op == "masked_fill_tri":  # x: value where tril/triu(ones(rows, cols), diagonal) (inverted) holds
         cols, rows, diag = int(params["cols"]), int(params["rows"]), int(params["diagonal"])
         offset = f"((ei % {cols}LL) - ((ei / {cols}LL) % {rows}LL))"  # column minus row

@@ -6,7 +6,9 @@ node each (a module call, a library function), left to PyTorch. Written out as p
 (our fused kernel) and `p @ v`, every piece is an operator the fusion planner already generates.
 `addmm` / `baddbmm` with scale factors or a full matrix to add are a GEMM and elementwise ops.
 Norms and losses (decompose_losses.py), variance, binary cross entropy and lerp (decompose_stats.py),
-einsum and unfold (decompose_layout.py) are written out the same way; the tables at the end say what the tracer substitutes.
+einsum and unfold (decompose_layout.py), GLU, cosine similarity, pixel (un)shuffle and nearest
+upsampling (decompose_shapes.py) are written out the same way; the tables at the end say what the
+tracer substitutes.
 
 Each decomposition is called with fx proxies, so what it computes is recorded node by node. It
 returns NotImplemented for variants it does not write out (dropout in training, bias_k/bias_v,
@@ -27,6 +29,7 @@ from torch import nn
 
 from codegen.frontend.decompose_layout import LAYOUT_FUNCTIONS, LAYOUT_METHODS
 from codegen.frontend.decompose_losses import LOSS_FUNCTIONS, LOSS_METHODS, LOSS_MODULES
+from codegen.frontend.decompose_shapes import SHAPES_FUNCTIONS, SHAPES_MODULES
 from codegen.frontend.decompose_stats import STATS_FUNCTIONS, STATS_METHODS, STATS_MODULES
 from codegen.frontend.trace_values import dtype_of, is_f32, rank_of, shape_of
 
@@ -193,6 +196,7 @@ FUNCTION_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     **LOSS_FUNCTIONS,
     **STATS_FUNCTIONS,
     **LAYOUT_FUNCTIONS,
+    **SHAPES_FUNCTIONS,
 }
 METHOD_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {
     "addmm": addmm,
@@ -205,4 +209,5 @@ MODULE_DECOMPOSITIONS: dict[type, Callable[..., Any]] = {
     nn.MultiheadAttention: multihead_attention,
     **LOSS_MODULES,
     **STATS_MODULES,
+    **SHAPES_MODULES,
 }

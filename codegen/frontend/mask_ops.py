@@ -5,7 +5,9 @@ chain value. `x.masked_fill(a == b, v)` (MinGPT's causal mask: `att.masked_fill(
 :T] == 0, float('-inf'))`) becomes one elementwise op `masked_fill_cmp` over the float operands
 `x, a, b` that compares and selects in registers; the comparison node is absorbed (`args['lead']`),
 never materialised, and the fill then fuses like any elementwise op (a GEMM's epilogue, a softmax's
-prologue). `clamp(x, min=t, max=u)` with tensor bounds is `clamp_t` over `x, t, u`.
+prologue). `torch.where(a < b, x, y)` (and `x.where(a < b, y)`) is likewise one `where_cmp` over
+`x, y, a, b` (x and y tensors or numbers, broadcast like any elementwise operand).
+`clamp(x, min=t, max=u)` with tensor bounds is `clamp_t` over `x, t, u`.
 A triangle of ones (`~torch.tril(torch.ones(T, T, dtype=torch.bool))`, Mamba's segment-sum mask)
 is computed in registers from each element's row and column (`masked_fill_tri`), the mask's nodes
 absorbed. A comparison used any other way, or any other bool tensor mask, stays PyTorch.
@@ -25,11 +27,12 @@ from codegen.frontend.families import ELEMENTWISE
 if TYPE_CHECKING:
     from codegen.frontend.ops import Classifier, OpSpec
 
-MASK_OPS = frozenset({"masked_fill"})
+MASK_OPS = frozenset({"masked_fill", "where"})
 COMPARE_OPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 COMPARE_C = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 MASK_FUNCTIONS: list[tuple[str, list[Any]]] = [
     ("masked_fill", [torch.masked_fill]),
+    ("where", [torch.where]),
     ("eq", [operator.eq, torch.eq]),
     ("ne", [operator.ne, torch.ne]),
     ("lt", [operator.lt, torch.lt]),
@@ -97,11 +100,60 @@ def _masked_fill_parts(classifier: Classifier, node: fx.Node) -> tuple[Any, Any,
     return x, mask, value
 
 
+def _where_parts(classifier: Classifier, node: fx.Node) -> tuple[Any, Any, Any] | str:
+    """(condition, x, y) of `torch.where(condition, x, y)` / `x.where(condition, y)`, or why it cannot
+    be one elementwise op (the condition must be a comparison of float operands read only here)."""
+    args, kwargs = list(node.args), dict(node.kwargs)
+    method = node.op == "call_method"  # x.where(condition, y)
+    names = ["self", "condition", "other"] if method else ["condition", "input", "other"]
+    if len(args) > 3 or set(kwargs) - set(names):
+        return "where with unexpected arguments"
+    values = dict(zip(names, args, strict=False)) | kwargs
+    if len(values) != 3:
+        return "where with one argument (the indices of the true elements)"
+    cond = values["condition"]
+    x, y = values.get("input", values.get("self")), values["other"]
+    if not isinstance(cond, fx.Node) or comparison(classifier, cond) is None:
+        return "where with a condition that is not a comparison of float tensors"
+    if len(cond.users) != 1:
+        return "where whose condition is used elsewhere"
+    out = classifier.value(node)
+    if not isinstance(out, torch.Tensor) or out.dtype != torch.float32:
+        return "where with a non-float32 result"
+    if not (_float_operand(classifier, x) and _float_operand(classifier, y)):
+        return "where choosing between values that are not float32 tensors or numbers"
+    return cond, x, y
+
+
+def _is_mask_user(classifier: Classifier, node: fx.Node) -> bool:
+    """A masked_fill or where that can absorb its comparison (its other arguments are fine too)."""
+    if (node.op == "call_method" and node.target == "masked_fill") or (
+        node.op == "call_function" and node.target is torch.masked_fill
+    ):
+        return not isinstance(_masked_fill_parts(classifier, node), str)
+    if (node.op == "call_method" and node.target == "where") or (
+        node.op == "call_function" and node.target is torch.where
+    ):
+        return not isinstance(_where_parts(classifier, node), str)
+    return False
+
+
 def classify_mask(classifier: Classifier, spec: OpSpec) -> None:
-    """masked_fill(x, cmp(a, b), v) -> elementwise `masked_fill_cmp` over x, a, b (cmp absorbed)."""
+    """masked_fill(x, cmp(a, b), v) -> elementwise `masked_fill_cmp` over x, a, b (cmp absorbed);
+    where(cmp(a, b), x, y) -> `where_cmp` over x, y, a, b."""
     node = spec.node
     if node.op == "call_module":
-        classifier.reject(spec, "masked_fill as a module")
+        classifier.reject(spec, f"{spec.op} as a module")
+        return
+    if spec.op == "where":
+        parts = _where_parts(classifier, node)
+        if isinstance(parts, str):
+            classifier.reject(spec, parts)
+            return
+        cond, x, y = parts
+        op, a, b = comparison(classifier, cond)  # type: ignore[misc]
+        spec.op, spec.family = "where_cmp", ELEMENTWISE
+        spec.args = {"operands": [x, y, a, b], "params": {"cmp": op}, "lead": [cond]}
         return
     parts = _masked_fill_parts(classifier, node)
     if isinstance(parts, str):
@@ -218,16 +270,13 @@ def absorbed_triangle(classifier: Classifier, spec: OpSpec) -> bool:
 
 
 def absorbed_comparison(classifier: Classifier, spec: OpSpec) -> bool:
-    """Is `spec` a comparison whose only user is a masked_fill that absorbs it? Then it is elementwise
-    (never a step of its own: the planner skips nodes listed in another spec's `lead`)."""
+    """Is `spec` a comparison whose only user is a masked_fill or where that absorbs it? Then it is
+    elementwise (never a step of its own: the planner skips nodes listed in another spec's `lead`)."""
     node = spec.node
     if comparison(classifier, node) is None or len(node.users) != 1:
         return False
     (user,) = node.users
-    is_fill = (user.op == "call_method" and user.target == "masked_fill") or (
-        user.op == "call_function" and user.target is torch.masked_fill
-    )
-    if not is_fill or isinstance(_masked_fill_parts(classifier, user), str):
+    if not _is_mask_user(classifier, user):
         return False
     op, a, b = comparison(classifier, node)  # type: ignore[misc]
     spec.op, spec.family = op, ELEMENTWISE

@@ -504,7 +504,7 @@ def _elementwise_operands(op: str, bound: dict[str, Any]) -> tuple[list[Any] | N
             return None, {"reason": f"{op} with a non-constant alpha"}
         params["alpha"] = alpha
         return [x, bound.get("other")], params
-    if op in ("mul", "maximum", "minimum", "xlogy"):
+    if op in ("mul", "maximum", "minimum", "xlogy", "logaddexp"):
         return [x, bound.get("other")], params
     if op == "div":
         if bound.get("rounding_mode") is not None:

@@ -53,6 +53,8 @@ FUNCTIONS: dict[int, str] = _collect(
         ("rsqrt", [torch.rsqrt]),
         ("neg", [torch.neg, operator.neg]),
         ("erf", [torch.erf]),
+        ("erfc", [torch.erfc, torch.special.erfc]),
+        ("logaddexp", [torch.logaddexp]),
         ("sin", [torch.sin]),
         ("cos", [torch.cos]),
         ("reciprocal", [torch.reciprocal]),
@@ -132,7 +134,7 @@ METHOD_ALIASES = {
 ELEMENTWISE_METHODS = frozenset(
     {"relu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf", "sin", "cos"}
     | {"reciprocal", "square", "log1p", "expm1", "clamp", "add", "sub", "mul", "div", "pow"}
-    | {"maximum", "minimum", "xlogy"}
+    | {"maximum", "minimum", "xlogy", "erfc", "logaddexp"}
 )
 VIEW_METHODS = frozenset(
     {"view", "reshape", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten", "expand"}
@@ -177,7 +179,7 @@ ELEMENTWISE_OPS = frozenset(
     {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "erf"}
     | {"sin", "cos", "reciprocal", "square", "log1p", "expm1", "clamp", "hardtanh", "relu6"}
     | {"leaky_relu", "elu", "softplus", "mish", "hardswish", "hardsigmoid", "add", "sub", "mul"}
-    | {"div", "pow", "maximum", "minimum", "xlogy", "identity", "dropout"}
+    | {"div", "pow", "maximum", "minimum", "xlogy", "identity", "dropout", "erfc", "logaddexp"}
     | act.ACTIVATION_OPS
 )
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod"})
@@ -205,6 +207,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "maximum": ("input", "other"),
     "minimum": ("input", "other"),
     "xlogy": ("input", "other"),
+    "logaddexp": ("input", "other"),
     "dropout": ("input", "p", "training", "inplace"),
     "linear": ("input", "weight", "bias"),
     "matmul": ("input", "other"),
