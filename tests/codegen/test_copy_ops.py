@@ -308,7 +308,8 @@ template <class K> static void run(unsigned gx, unsigned gy, unsigned threads, K
 int main(int argc, char** argv) {
   const std::string what = argv[1];
   std::vector<float> y;
-  if (what == "gather") {  // gather MODE WIDE diag nd sizes... strides... storage
+  const bool vec = what.size() > 1 && what.back() == '4';  // gather4 / window4: the float4 kernels
+  if (what == "gather" || what == "gather4") {  // gather MODE WIDE diag nd sizes... strides... storage
     const int mode = atoi(argv[2]), wide = atoi(argv[3]);
     const int64_t diag = atoll(argv[4]);
     StitchStrides s{};
@@ -325,13 +326,14 @@ int main(int argc, char** argv) {
     auto go = [&](auto tag) {
       using I = decltype(tag);
       run(3, 1, 32, [&] {
-        if (mode == 0) stitch_gather_kernel<0, I, StitchNoEpi>(x.data(), y.data(), s, n, diag, StitchNoEpi{});
+        if (mode == 0 && vec) stitch_gather_kernel<0, I, Plus, true>(x.data(), y.data(), s, n, diag, Plus{});
+        if (mode == 0 && !vec) stitch_gather_kernel<0, I, StitchNoEpi>(x.data(), y.data(), s, n, diag, StitchNoEpi{});
         if (mode == 1) stitch_gather_kernel<1, I, StitchNoEpi>(x.data(), y.data(), s, n, diag, StitchNoEpi{});
         if (mode == 2) stitch_gather_kernel<2, I, Plus>(x.data(), y.data(), s, n, diag, Plus{});
       });
     };
     if (wide) go(uint64_t{}); else go(uint32_t{});
-  } else if (what == "window") {  // window MODE WIDE fill nd out_sizes... in_sizes... strides... lo... storage
+  } else if (what == "window" || what == "window4") {  // window MODE WIDE fill nd out_sizes... in_sizes... strides... lo... storage
     const int mode = atoi(argv[2]), wide = atoi(argv[3]);
     const float fill = (float)atof(argv[4]);
     StitchStrides s{};
@@ -351,8 +353,10 @@ int main(int argc, char** argv) {
     auto go = [&](auto tag) {
       using I = decltype(tag);
       run(3, 1, 32, [&] {
-        if (mode == 3) stitch_window_kernel<3, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
-        if (mode == 4) stitch_window_kernel<4, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
+        if (mode == 3 && !vec) stitch_window_kernel<3, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
+        if (mode == 4 && !vec) stitch_window_kernel<4, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
+        if (mode == 3 && vec) stitch_window_kernel<3, I, Plus, true>(x.data(), y.data(), s, w, n, fill, Plus{});
+        if (mode == 4 && vec) stitch_window_kernel<4, I, Plus, true>(x.data(), y.data(), s, w, n, fill, Plus{});
       });
     };
     if (wide) go(uint64_t{}); else go(uint32_t{});
@@ -582,3 +586,34 @@ def test_the_nll_pick_kernel_picks_the_target_class_and_weighs_ignored_samples(
 def test_an_out_of_range_target_reads_nan_not_memory(emulator: Path) -> None:
     got = _emulate(emulator, "nll", 4, 1, -100, 3, 1, 4, -5).view(2, 3)
     assert got[0, 0] == 1.0 and torch.isnan(got[0, 1:]).all() and torch.equal(got[1], torch.ones(3))
+
+
+def _plus(expected: torch.Tensor) -> torch.Tensor:
+    """The emulator's float4 runs store through the `Plus` epilogue: v + 0.001 * (output index)."""
+    return expected + 0.001 * torch.arange(expected.numel(), dtype=torch.float32).view(expected.shape)
+
+
+@pytest.mark.parametrize("wide", [0, 1])
+def test_the_float4_gather_moves_rows_of_whole_float4s(emulator: Path, wide: int) -> None:
+    base = torch.arange(2 * 6 * 5 * 8, dtype=torch.float32).view(2, 6, 5, 8)
+    view = base.permute(0, 2, 1, 3)[:, 1:]  # the last dim untouched, every other stride a multiple of 4
+    sizes, strides = list(view.shape), list(view.stride())
+    got = _emulate(emulator, "gather4", 0, wide, 0, view.dim(), *sizes, *strides, base.numel())
+    expected = view.contiguous() - view.storage_offset()  # the emulator's x starts at element 0
+    torch.testing.assert_close(got.view(view.shape), _plus(expected), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", [3, 4])
+def test_the_float4_window_pads_and_rolls_the_outer_dims(emulator: Path, mode: int) -> None:
+    base = torch.arange(2 * 6 * 5 * 8, dtype=torch.float32).view(2, 6, 5, 8)
+    view = base.transpose(1, 2)  # (2, 5, 6, 8), channels last and contiguous
+    if mode == 3:
+        expected = torch.nn.functional.pad(view, (0, 0, 1, 2, 2, 0), value=-7.5)
+        lo = [0, 2, 1, 0]
+    else:
+        expected = torch.roll(view, (-3, 4), (1, 2))
+        lo = [0, -3, 4, 0]
+    out_sizes, in_sizes, strides = list(expected.shape), list(view.shape), list(view.stride())
+    args = [mode, 0, -7.5, view.dim(), *out_sizes, *in_sizes, *strides, *lo, base.numel()]
+    got = _emulate(emulator, "window4", *args).view(expected.shape)
+    torch.testing.assert_close(got, _plus(expected), rtol=0, atol=1e-4)

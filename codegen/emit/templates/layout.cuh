@@ -10,6 +10,9 @@
 // - window: y[e] = x at the output's coordinates moved by lo[d] per dim: MODE 3 pads (a coordinate
 //   outside the input reads `fill`; a negative lo crops: F.pad), MODE 4 wraps (torch.roll);
 // - nll_pick: cross entropy's per-sample pick of the target class and its weight.
+// Gather (MODE 0) and window kernels move a float4 per thread (VEC) when the innermost dim is whole
+// float4s read with stride 1, untouched by the window, and every other stride keeps rows 16-byte
+// aligned: four consecutive outputs are then one float4 of the input, with one offset computed.
 
 #define STITCH_MAX_DIMS 8
 
@@ -36,10 +39,29 @@ __device__ __forceinline__ I stitch_strided_offset(const StitchStrides& s, I e) 
   return off;
 }
 
-template <int MODE, class I, class Epi>
+// Four outputs e..e+3 from one float4 of x at `off`, through the epilogue.
+template <class Epi>
+__device__ __forceinline__ void stitch_move4(const float* __restrict__ x, int64_t off, float* __restrict__ y,
+                                             int64_t e, const Epi& epi) {
+  const float4 v = *reinterpret_cast<const float4*>(x + off);
+  float4 r;
+  r.x = epi.apply(v.x, e);
+  r.y = epi.apply(v.y, e + 1);
+  r.z = epi.apply(v.z, e + 2);
+  r.w = epi.apply(v.w, e + 3);
+  *reinterpret_cast<float4*>(y + e) = r;
+}
+
+template <int MODE, class I, class Epi, bool VEC = false>
 __global__ void stitch_gather_kernel(const float* __restrict__ x, float* __restrict__ y, StitchStrides s,
                                      int64_t n, int64_t diag, Epi epi) {
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  if (VEC) {  // MODE 0, n a multiple of 4 (the host checks the layout: stitch_rows4)
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n / 4; q += step) {
+      stitch_move4(x, (int64_t)stitch_strided_offset<I>(s, (I)(4 * q)), y, 4 * q, epi);
+    }
+    return;
+  }
   const I cols = s.nd >= 1 ? (I)s.size[s.nd - 1] : 1;
   const I rows = s.nd >= 2 ? (I)s.size[s.nd - 2] : 1;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
@@ -65,6 +87,21 @@ static bool stitch_fits_32(int64_t n, const StitchStrides& s, const int64_t* siz
   return n < 2147483647LL && reach < 2147483647LL;
 }
 
+// Can four consecutive outputs be one float4 of x (module comment)? For a window, `lo` and `in_size`
+// must leave the innermost dim untouched (nullptr: a gather).
+static bool stitch_rows4(const float* x, const float* y, const StitchStrides& s, const int64_t* lo,
+                         const int64_t* in_size) {
+  const int last = s.nd - 1;
+  if (last < 0 || s.size[last] % 4 != 0 || s.stride[last] != 1 || !stitch_aligned16(x) || !stitch_aligned16(y)) {
+    return false;
+  }
+  if (lo != nullptr && (lo[last] != 0 || in_size[last] != s.size[last])) return false;
+  for (int d = 0; d < last; ++d) {
+    if (s.stride[d] % 4 != 0) return false;
+  }
+  return true;
+}
+
 // One grid-stride launch over n elements, `launch(index, blocks, threads)` instantiating the kernel
 // with 32- or 64-bit indices (the index argument's type); `cfg` from the launch table (256 threads and
 // 16 blocks per SM by default).
@@ -86,9 +123,18 @@ static int stitch_launch_indexed(int64_t n, bool narrow, StitchLaunch cfg, Launc
 template <int MODE, class Epi>
 static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, int64_t n, int64_t diag,
                              const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
-  return stitch_launch_indexed(n, stitch_fits_32(n, s, s.size), cfg, [&](auto index, unsigned blocks, int threads) {
-    stitch_gather_kernel<MODE, decltype(index), Epi><<<blocks, threads, 0, stream>>>(x, y, s, n, diag, epi);
-  });
+  const bool vec = MODE == 0 && stitch_rows4(x, y, s, nullptr, nullptr);
+  return stitch_launch_indexed(vec ? n / 4 : n, stitch_fits_32(n, s, s.size), cfg,
+                               [&](auto index, unsigned blocks, int threads) {
+                                 using I = decltype(index);
+                                 if (vec) {
+                                   stitch_gather_kernel<MODE, I, Epi, true><<<blocks, threads, 0, stream>>>(
+                                       x, y, s, n, diag, epi);
+                                 } else {
+                                   stitch_gather_kernel<MODE, I, Epi><<<blocks, threads, 0, stream>>>(x, y, s, n,
+                                                                                                   diag, epi);
+                                 }
+                               });
 }
 #endif
 
@@ -121,10 +167,22 @@ __device__ __forceinline__ int64_t stitch_window_offset(const StitchStrides& s, 
   return inside ? off : -1;
 }
 
-template <int MODE, class I, class Epi>
+template <int MODE, class I, class Epi, bool VEC = false>
 __global__ void stitch_window_kernel(const float* __restrict__ x, float* __restrict__ y, StitchStrides s,
                                      StitchWindow w, int64_t n, float fill, Epi epi) {
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  if (VEC) {  // the innermost dim is untouched: four outputs share their padding test and their row
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n / 4; q += step) {
+      const int64_t e = 4 * q;
+      const int64_t o = stitch_window_offset<MODE, I>(s, w, (I)e);
+      if (o >= 0) {
+        stitch_move4(x, o, y, e, epi);
+      } else {
+        for (int k = 0; k < 4; ++k) y[e + k] = epi.apply(fill, e + k);
+      }
+    }
+    return;
+  }
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
     const int64_t o = stitch_window_offset<MODE, I>(s, w, (I)e);
     y[e] = epi.apply(o < 0 ? fill : x[o], e);
@@ -136,9 +194,18 @@ __global__ void stitch_window_kernel(const float* __restrict__ x, float* __restr
 template <int MODE, class Epi>
 static int stitch_window_run(const float* x, float* y, const StitchStrides& s, const StitchWindow& w, int64_t n,
                              float fill, const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
-  return stitch_launch_indexed(n, stitch_fits_32(n, s, w.in_size), cfg, [&](auto index, unsigned blocks, int threads) {
-    stitch_window_kernel<MODE, decltype(index), Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n, fill, epi);
-  });
+  const bool vec = stitch_rows4(x, y, s, w.lo, w.in_size);
+  return stitch_launch_indexed(vec ? n / 4 : n, stitch_fits_32(n, s, w.in_size), cfg,
+                               [&](auto index, unsigned blocks, int threads) {
+                                 using I = decltype(index);
+                                 if (vec) {
+                                   stitch_window_kernel<MODE, I, Epi, true><<<blocks, threads, 0, stream>>>(
+                                       x, y, s, w, n, fill, epi);
+                                 } else {
+                                   stitch_window_kernel<MODE, I, Epi><<<blocks, threads, 0, stream>>>(x, y, s, w, n,
+                                                                                                   fill, epi);
+                                 }
+                               });
 }
 #endif
 
