@@ -5,14 +5,14 @@
 #   device: bash evals/device/families_gpu.sh decomposed copy axis rows    (carry out/<family>-gpu)
 # Families: decomposed (norms, losses, einsum, unfold, stateful forwards), copy, axis, rows (softmax,
 # log-softmax and layer norm over the last dims), gemm (cuBLASLt; STITCHCUDA_GEMM_SEARCH=1 for the
-# timed algorithm search), scan, pool, rnn, conv. Writes $OUT/<family>_gpu.log and
+# timed algorithm search), scan, pool, rnn, conv, tune (the worker's launch tuning, docs/autotuning.md). Writes $OUT/<family>_gpu.log and
 # $OUT/<family>_gpu.jsonl; prints one summary line per family last. Knobs: ONLY=substring of case
 # labels, JOBS=parallel builds, FAMILY_TIMEOUT=seconds per family (default 170).
 set -u
 test_file() {
     case "$1" in
         decomposed) echo tests/gpu/test_decompositions_gpu.py ;;
-        copy | axis | rows | gemm | scan | pool | rnn | conv) echo "tests/gpu/test_$1_gpu.py" ;;
+        copy | axis | rows | gemm | scan | pool | rnn | conv | tune) echo "tests/gpu/test_$1_gpu.py" ;;
         *) return 1 ;;
     esac
 }
