@@ -29,6 +29,7 @@ _KEYWORDS = {
         "launch-bound",
     ),
     "ew_unroll": ("[ew_unroll]", "unroll", "vector width", "bytes in flight", "wider loads"),
+    "streams": ("[streams]", "side stream", "multi-stream", "independent branches", "concurren"),
 }
 
 OWN_ELEMENTWISE = "own elementwise"  # a Remedy's kernel condition: one of our elementwise kernels
@@ -39,7 +40,7 @@ class Remedy:
     """A finding the offline coder can answer, and with which option."""
 
     finding: str  # the diagnosis's finding id (graph.artifacts.Finding.rule)
-    optimisation: str  # the option it turns on: cuda_graph or ew_unroll
+    optimisation: str  # the option it turns on: cuda_graph or ew_unroll (streams follow a graph)
     kernel: str  # "" (any), or OWN_ELEMENTWISE: the finding's kernel, else the profile's top kernel
     advice: str  # the tagged suggestion
 
@@ -123,7 +124,12 @@ def requested(feedback: Feedback) -> list[str]:
 
 
 def choose_optimisation(
-    feedback: Feedback, options: Options, traced: bool, launches: int, has_elementwise: bool
+    feedback: Feedback,
+    options: Options,
+    traced: bool,
+    launches: int,
+    has_elementwise: bool,
+    streams: int = 1,
 ) -> Optimisation | None:
     """The first applicable optimisation the feedback asks for (or a default by the program's shape).
 
@@ -146,6 +152,13 @@ def choose_optimisation(
         applicable["cuda_graph"] = Optimisation(
             "cuda_graph", new, "optimize: capture the forward in a CUDA graph"
         )
+    if options.cuda_graph and not options.streams and streams > 1:
+        new = replace(options, streams=True, levels=dict(options.levels))
+        applicable["streams"] = Optimisation(
+            "streams",
+            new,
+            f"optimize: independent branches on {streams - 1} side stream(s) inside the CUDA graph",
+        )
     if has_elementwise and options.ew_unroll == 1:
         new = replace(options, ew_unroll=2, levels=dict(options.levels))
         applicable["ew_unroll"] = Optimisation(
@@ -154,8 +167,10 @@ def choose_optimisation(
     for name in requested(feedback):
         if name in applicable:
             return applicable[name]
+    if "cuda_graph" in requested(feedback) and "streams" in applicable:  # launch-bound with a graph already
+        return applicable["streams"]
     if not requested(feedback):
-        for name in ("cuda_graph", "ew_unroll"):
+        for name in ("cuda_graph", "streams", "ew_unroll"):
             if name in applicable and (name != "cuda_graph" or launches >= 6):
                 return applicable[name]
     return None

@@ -91,7 +91,9 @@ class OfflinePolicy:
         has_ew = any(g.kind == ELEMENTWISE for g in analysis.groups) or any(
             t.startswith("ew") or "ew_epilogue" in t or t.startswith("bn") for t in program.templates.values()
         )
-        choice = choose_optimisation(feedback, options, analysis.ok, program.launches, has_ew)
+        choice = choose_optimisation(
+            feedback, options, analysis.ok, program.launches, has_ew, program.streams
+        )
         if choice is None:
             return self._candidate(
                 program,
@@ -165,6 +167,7 @@ def options_from_meta(meta: dict[str, Any]) -> Options | None:
         arch=str(raw.get("arch", "sm_90")),
         cuda_graph=bool(raw.get("cuda_graph", False)),
         ew_unroll=int(raw.get("ew_unroll", 1)),
+        streams=bool(raw.get("streams", False)),
         levels={str(k): int(v) for k, v in levels.items()} if isinstance(levels, dict) else {},
         launch=parse_launch(raw.get("launch", {})),
     )

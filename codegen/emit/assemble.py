@@ -33,12 +33,14 @@ from codegen.emit.pool import write_pool
 from codegen.emit.rnn import write_rnn
 from codegen.emit.runtime import STITCH_LAUNCH_CHOICES
 from codegen.emit.scan import write_scan
+from codegen.emit.streams import on_streams
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import ATTR, AXIS, CONV, COPY, NORM, OUTPUT, POOL, RNN, SCALAR, SCAN, VIEW
+from codegen.frontend.ops import AXIS, CONV, COPY, NORM, POOL, RNN, SCAN
 from codegen.frontend.source import indent
 from codegen.schedule.fusion import REFERENCE, Group, Step, realize
 from codegen.schedule.plan import Analysis
 from codegen.schedule.precision import tf32_matched_levels
+from codegen.schedule.streams import StreamStep, plan_streams, step_of
 
 RUNTIME_FILES = (Path(__file__).parent / "runtime.py", Path(__file__).parent / "conv_runtime.py")
 CORE_HELPERS = (
@@ -73,6 +75,8 @@ class Options:
     cuda_graph: bool = False
     ew_unroll: int = 1
     levels: dict[str, int] = field(default_factory=dict)
+    # with cuda_graph: independent branches on side streams inside the graph (codegen/schedule/streams.py)
+    streams: bool = False
     # group id -> launch knob -> value, written into the program's STITCH_LAUNCH table over the
     # defaults (the autotuner's choices, docs/autotuning.md)
     launch: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -82,6 +86,7 @@ class Options:
             "arch": self.arch,
             "cuda_graph": self.cuda_graph,
             "ew_unroll": self.ew_unroll,
+            "streams": self.streams,
             "levels": dict(self.levels),
             "launch": {g: dict(k) for g, k in self.launch.items()},
         }
@@ -100,6 +105,7 @@ class Program:
     launches: int = 0
     options: Options = field(default_factory=Options)
     auto_demoted: list[str] = field(default_factory=list)  # groups the writer could not express
+    streams: int = 1  # streams the forward's independent branches could use (1: one chain)
 
 
 def arch_digits(arch: str) -> str:
@@ -180,6 +186,7 @@ class _Forward:
     uncovered: set[str] = field(default_factory=set)
     launches: int = 0
     launch: dict[str, dict[str, int]] = field(default_factory=dict)  # group id -> knob -> default
+    streams: int = 1  # streams the forward's steps were placed on (codegen/schedule/streams.py)
 
 
 def _assemble_traced(analysis: Analysis, options: Options) -> Program:
@@ -202,13 +209,15 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     for name, default in traced.defaults.items():
         body.append(f"_stitch_expect_default({name}, {default!r}, {name!r})")
     fast = _Forward()
-    fast_body = _write_body(realize(analysis.steps, options.levels), emitter, writer, fast)
+    inputs = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    streams = options.streams and options.cuda_graph and not _has_inplace(analysis)
+    fast_body = _write_body(realize(analysis.steps, options.levels), emitter, writer, fast, inputs, streams)
     matched_levels = tf32_matched_levels(analysis.steps, options.levels)
     matched_body: list[str] | None = None
     if matched_levels is not None:
         # Same unit, emitter and helper table: the matched body reuses the fast body's helpers.
         matched = _Forward(helpers=fast.helpers, helper_names=fast.helper_names, launch=fast.launch)
-        matched_body = _write_body(realize(analysis.steps, matched_levels), emitter, writer, matched)
+        matched_body = _write_body(realize(analysis.steps, matched_levels), emitter, writer, matched, inputs)
         body.append(
             "if torch.backends.cudnn.allow_tf32:  # keep the reference's TF32 rounding (codegen.schedule.precision)"
         )
@@ -246,6 +255,7 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         cuda_src=cuda_src,
         cpp_src=cpp_src,
         launches=fast.launches,
+        streams=fast.streams,
         options=options,
     )
 
@@ -277,25 +287,32 @@ def _return_statements(emitter: ForwardEmitter, output: fx.Node, state_writes: l
     return [*stores, f"return {emitter.arg(result)}"]
 
 
-def _write_body(steps: list[Step], emitter: ForwardEmitter, writer: GroupWriter, out: _Forward) -> list[str]:
-    """The forward's statements for these steps; helpers, templates and coverage accumulate in `out`."""
-    body: list[str] = []
+def _write_body(
+    steps: list[Step],
+    emitter: ForwardEmitter,
+    writer: GroupWriter,
+    out: _Forward,
+    inputs: list[fx.Node],
+    streams: bool = False,
+) -> list[str]:
+    """The forward's statements for these steps; helpers, templates and coverage accumulate in `out`,
+    with the streams its branches could use (`out.streams`); with `streams` they do
+    (codegen/schedule/streams.py; `inputs`: the forward's placeholders)."""
+    entries: list[tuple[list[str], StreamStep]] = []
     for step in steps:
+        placed = step_of(step)  # what it makes and reads; None: fx's unused views, the output
+        if placed is None:
+            continue
         group: Group | None = step.group
         if group is None:
             assert step.spec is not None
-            if step.spec.family == OUTPUT:
-                continue
-            if step.spec.family in (VIEW, SCALAR, ATTR) and not step.spec.node.users:
-                continue  # fx keeps unused size queries and views; they compute nothing
-            body.append(emitter.statement(step.spec.node))
+            entries.append(([emitter.statement(step.spec.node)], placed))
             continue
         if group.kind == REFERENCE:
-            for spec in group.specs:
-                body.append(f"{emitter.statement(spec.node)}  # {group.id}: PyTorch")
-                out.uncovered.add(spec.op)
-            for node in group.absorbed:
-                body.append(emitter.statement(node))
+            lines = [f"{emitter.statement(spec.node)}  # {group.id}: PyTorch" for spec in group.specs]
+            lines += [emitter.statement(node) for node in group.absorbed]
+            entries.append((lines, placed))
+            out.uncovered.update(spec.op for spec in group.specs)
             out.templates[group.id] = "pytorch"
             out.launches += len(group.specs)
             continue
@@ -316,8 +333,20 @@ def _write_body(steps: list[Step], emitter: ForwardEmitter, writer: GroupWriter,
             out.launch[group.id] = dict(code.helper.knobs)
         out.covered.update(s.op for s in group.specs)
         targets = ", ".join(emitter.names[n] for n in group.outputs)
-        body.append(f"{targets} = {helper_name}({', '.join(code.helper.call_args)})  # {group.id}")
-    return body
+        line = f"{targets} = {helper_name}({', '.join(code.helper.call_args)})  # {group.id}"
+        entries.append(([line], placed))
+    plan = plan_streams([step for _, step in entries], inputs)
+    out.streams = plan.streams
+    if not streams or not plan.parallel:
+        return [line for lines, _ in entries for line in lines]
+    return on_streams([lines for lines, _ in entries], plan, [emitter.names[n] for n in inputs])
+
+
+def _has_inplace(analysis: Analysis) -> bool:
+    """An in-place op could write a value another stream reads: such forwards stay on one stream."""
+    classifier = analysis.classifier
+    assert classifier is not None and analysis.traced is not None
+    return any(classifier.is_inplace_node(n) for n in analysis.traced.graph.nodes if n.op != "placeholder")
 
 
 def _header(analysis: Analysis, extra: str) -> list[str]:
@@ -376,6 +405,8 @@ def _program_text(
     names += runtime_helpers  # helpers that statements left as PyTorch call (e.g. a demoted pick)
     if options.cuda_graph:
         names += GRAPH_HELPERS
+        if options.streams:
+            names += ("_StitchStreams",)
     if cuda_src or options.cuda_graph:
         names += LAUNCH_HELPERS
     parts = ["\n".join(lines)]

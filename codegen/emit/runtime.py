@@ -245,6 +245,36 @@ def stitch_set_launch(group: str, knob: str, value: int) -> None:
     _STITCH_LAUNCH_STATE[0] = tuple((g, tuple(sorted(k.items()))) for g, k in sorted(STITCH_LAUNCH.items()))
 
 
+class _StitchStreams:
+    """Side streams for a forward's independent branches (codegen/schedule/streams.py).
+
+    One set per (device, count), created at the first call (a warm-up, never inside a capture) and
+    reused by every later call and capture. Off a GPU every method does nothing.
+    """
+
+    pools: dict[tuple[int, int], list[Any]] = {}
+
+    def __init__(self, like: Any, count: int) -> None:
+        self.streams: list[Any] = []
+        if isinstance(like, torch.Tensor) and like.is_cuda:
+            device = like.device
+            key = (device.index or 0, count)
+            if key not in _StitchStreams.pools:
+                _StitchStreams.pools[key] = [torch.cuda.Stream(device=device) for _ in range(count - 1)]
+            self.streams = [torch.cuda.current_stream(device), *_StitchStreams.pools[key]]
+
+    def on(self, k: int) -> Any:
+        return torch.cuda.stream(self.streams[k] if self.streams else None)  # None: no-op
+
+    def wait(self, waiter: int, waited: int) -> None:
+        if self.streams:
+            self.streams[waiter].wait_stream(self.streams[waited])
+
+    def join(self) -> None:
+        for stream in self.streams[1:]:
+            self.streams[0].wait_stream(stream)
+
+
 def _stitch_restore_buffers(module: torch.nn.Module, saved: list[torch.Tensor]) -> None:
     for buffer, value in zip(module.buffers(), saved, strict=True):
         buffer.copy_(value)
@@ -258,6 +288,8 @@ class _StitchGraphRunner:
     build cuBLASLt plans and the allocator's pool); module buffers such as BatchNorm running
     statistics are restored afterwards, so the model's state advances exactly once per call.
     """
+
+    warmup_streams: dict[int, Any] = {}  # one per device, so the libraries' per-stream state stays few
 
     def __init__(self) -> None:
         self.entries: dict[Any, Any] = {}
@@ -284,7 +316,10 @@ class _StitchGraphRunner:
         device = args[0].device
         static_in = [a.clone() for a in args]
         saved = [b.detach().clone() for b in module.buffers()]
-        side = torch.cuda.Stream(device=device)
+        index = device.index or 0
+        if index not in _StitchGraphRunner.warmup_streams:
+            _StitchGraphRunner.warmup_streams[index] = torch.cuda.Stream(device=device)
+        side = _StitchGraphRunner.warmup_streams[index]
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(2):

@@ -40,6 +40,7 @@ from codegen.schedule.fusion import (
     gemm_folds,
 )
 from codegen.schedule.rnn import rnn_describe, rnn_launches_of, rnn_template
+from codegen.schedule.streams import branch_streams
 from graph.artifacts import FusionGroup, HostPlan, OpInfo, Plan, Profile, Subtask, Task
 from tools.roofline import FALLBACK_GPU, KNOWN, speed_of_light
 
@@ -369,4 +370,8 @@ def _host_plan(
         notes += (
             "; launch-bound: capture the forward into one CUDA graph (static input copies, cloned output)"
         )
-    return HostPlan(buffers=buffers, streams=1, cuda_graph=launch_bound, notes=notes)
+    inputs = [n for n in analysis.traced.graph.nodes if n.op == "placeholder"] if analysis.traced else []
+    streams = branch_streams(analysis.steps, inputs) if analysis.ok else 1
+    if streams > 1:
+        notes += f"; {streams - 1} independent branch(es) can run on side streams inside the graph"
+    return HostPlan(buffers=buffers, streams=streams, cuda_graph=launch_bound, notes=notes)

@@ -110,6 +110,9 @@ def plan_fix(
     targets = [gid for gid in failing_groups(feedback, program, groups) if gid in by_id]
     targets = [gid for gid in targets if by_id[gid].kind != REFERENCE and levels.get(gid, 0) < 2]
     located = bool(targets)
+    if options.streams and feedback.kind != "build_error":  # the newest, least proven option goes first
+        new = replace(options, streams=False, levels=levels)
+        return Repair(new, "fix: side streams switched off (the branches run on one stream again)", [], True)
     if not targets and options.cuda_graph and feedback.kind != "build_error":
         new = replace(options, cuda_graph=False, levels=levels)
         return Repair(new, "fix: CUDA-graph capture switched off (failure not located in a group)", [], True)

@@ -41,7 +41,8 @@ COLUMNS = (  # (key, header, width, format): a row shows "-" where its family do
 def write_family_programs(
     folder: Path, problems: Sequence[Problem], arch: str = "sm_90"
 ) -> list[dict[str, Any]]:
-    """Each problem's program (plus graph and split variants for fixtures), the problem files and
+    """Each problem's program (plus graph and split variants for fixtures, graph and side-stream variants
+    where the forward has independent branches), the problem files and
     manifest.json in `folder`; needs codegen (the CPU machine)."""
     from codegen.emit.assemble import Options, assemble
     from codegen.schedule.plan import analyse
@@ -56,6 +57,9 @@ def write_family_programs(
         if not timed:
             variants += [(" graph", Options(arch=arch, cuda_graph=True))]
             variants += [(" split", Options(arch=arch, levels={g: 1 for g in groups}))]
+        if assemble(analysis, Options(arch=arch, cuda_graph=True)).streams > 1:  # branches: with and without
+            variants += [(" graph", Options(arch=arch, cuda_graph=True))] if timed else []
+            variants += [(" streams", Options(arch=arch, cuda_graph=True, streams=True))]
         if path.parent != folder:
             (folder / path.name).write_text(path.read_text())
         for suffix, options in variants:

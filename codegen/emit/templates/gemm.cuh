@@ -35,14 +35,37 @@ static cublasLtHandle_t stitch_lt_handle(cublasStatus_t* status) {
   return handle;
 }
 
-static void* stitch_lt_workspace(int device) {
-  static void* workspace[64] = {nullptr};
+// cuBLASLt's workspace, one per (device, stream): GEMMs of independent branches run at once on their
+// own streams and must not share one. Allocated at a stream's first GEMM (a warm-up, never inside a
+// capture); nullptr once the table is full, and the caller then allocates stream-ordered per call.
+#define STITCH_GEMM_STREAMS 8
+static void* stitch_lt_workspace(int device, cudaStream_t stream) {
+  struct Slot {
+    cudaStream_t stream;
+    void* workspace;
+  };
+  static Slot slots[64][STITCH_GEMM_STREAMS] = {};
   if (device < 0 || device >= 64) return nullptr;
-  if (workspace[device] == nullptr && cudaMalloc(&workspace[device], STITCH_GEMM_WORKSPACE) != cudaSuccess) {
-    (void)cudaGetLastError();
-    workspace[device] = nullptr;
+  for (Slot& slot : slots[device]) {
+    if (slot.workspace != nullptr && slot.stream == stream) return slot.workspace;
   }
-  return workspace[device];
+  for (Slot& slot : slots[device]) {
+    if (slot.workspace == nullptr) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return nullptr;  // no cudaMalloc during a capture
+      }
+      if (cudaMalloc(&slot.workspace, STITCH_GEMM_WORKSPACE) != cudaSuccess) {
+        (void)cudaGetLastError();
+        slot.workspace = nullptr;
+        return nullptr;
+      }
+      slot.stream = stream;
+      return slot.workspace;
+    }
+  }
+  return nullptr;
 }
 
 static uint32_t stitch_alignment(const void* p) {
@@ -199,22 +222,15 @@ __global__ void stitch_bias_act_kernel(float* d, const float* bias, int64_t m, i
   }
 }
 
-extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float* D, const float* bias, int64_t m,
-                           int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc, int transa, int transb,
-                           int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha, float beta, int act,
-                           cudaStream_t stream) {
+// One GEMM with the given workspace (stitch_gemm below picks it): the plan for this shape, layout,
+// epilogue, alignment and device (built and cached at its first call), then cublasLtMatmul.
+static int stitch_gemm_with(cublasLtHandle_t handle, void* workspace, const float* A, const float* B, const float* C,
+                            float* D, const float* bias, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                            int64_t ldc, int transa, int transb, int64_t batch, int64_t sa, int64_t sb, int64_t sc,
+                            float alpha, float beta, int act, int device, cudaStream_t stream) {
   static StitchGemmPlan plans[STITCH_GEMM_PLANS];
   static int next_slot = 0;
-  if (m <= 0 || n <= 0 || batch <= 0) return (int)cudaGetLastError();
-  if (batch > 2147483647LL) return (int)cudaErrorInvalidValue;
-  if (bias != nullptr && batch > 1) return (int)cudaErrorInvalidValue;
   cublasStatus_t st;
-  cublasLtHandle_t handle = stitch_lt_handle(&st);
-  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return (int)cudaGetLastError();
-  void* workspace = stitch_lt_workspace(device);
-  if (workspace == nullptr) return (int)cudaErrorMemoryAllocation;
   if (beta == 0.f) C = D;
   int epilogue = (int)CUBLASLT_EPILOGUE_DEFAULT;
   if (bias != nullptr) epilogue = act == 1 ? (int)CUBLASLT_EPILOGUE_RELU_BIAS : (int)CUBLASLT_EPILOGUE_BIAS;
@@ -266,4 +282,32 @@ extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float
     }
   }
   return (int)cudaGetLastError();
+}
+
+extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float* D, const float* bias, int64_t m,
+                           int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc, int transa, int transb,
+                           int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha, float beta, int act,
+                           cudaStream_t stream) {
+  if (m <= 0 || n <= 0 || batch <= 0) return (int)cudaGetLastError();
+  if (batch > 2147483647LL) return (int)cudaErrorInvalidValue;
+  if (bias != nullptr && batch > 1) return (int)cudaErrorInvalidValue;
+  cublasStatus_t st;
+  cublasLtHandle_t handle = stitch_lt_handle(&st);
+  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return (int)cudaGetLastError();
+  void* workspace = stitch_lt_workspace(device, stream);
+  void* own = nullptr;  // a stream-ordered workspace of this call's own when the table has none for it
+  if (workspace == nullptr) {
+    stitch_keep_async_pool();
+    if (cudaMallocAsync(&own, STITCH_GEMM_WORKSPACE, stream) != cudaSuccess) return (int)cudaGetLastError();
+    workspace = own;
+  }
+  const int status = stitch_gemm_with(handle, workspace, A, B, C, D, bias, m, n, k, lda, ldb, ldc, transa, transb,
+                                      batch, sa, sb, sc, alpha, beta, act, device, stream);
+  if (own != nullptr) {
+    const cudaError_t freed = cudaFreeAsync(own, stream);
+    if (status == 0 && freed != cudaSuccess) return (int)freed;
+  }
+  return status;
 }
