@@ -187,6 +187,7 @@ class _Forward:
     launches: int = 0
     launch: dict[str, dict[str, int]] = field(default_factory=dict)  # group id -> knob -> default
     streams: int = 1  # streams the forward's steps were placed on (codegen/schedule/streams.py)
+    weight: dict[str, int] = field(default_factory=dict)  # group id -> elements it writes
 
 
 def _assemble_traced(analysis: Analysis, options: Options) -> Program:
@@ -216,7 +217,9 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
     matched_body: list[str] | None = None
     if matched_levels is not None:
         # Same unit, emitter and helper table: the matched body reuses the fast body's helpers.
-        matched = _Forward(helpers=fast.helpers, helper_names=fast.helper_names, launch=fast.launch)
+        matched = _Forward(
+            helpers=fast.helpers, helper_names=fast.helper_names, launch=fast.launch, weight=fast.weight
+        )
         matched_body = _write_body(realize(analysis.steps, matched_levels), emitter, writer, matched, inputs)
         body.append(
             "if torch.backends.cudnn.allow_tf32:  # keep the reference's TF32 rounding (codegen.schedule.precision)"
@@ -245,7 +248,7 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
         matched_body,
         uses_cudnn,
         tuple(sorted(emitter.runtime_helpers)),
-        launch_table(fast.launch, options.launch),
+        launch_table(fast.launch, options.launch, fast.weight),
     )
     return Program(
         source=source,
@@ -261,14 +264,19 @@ def _assemble_traced(analysis: Analysis, options: Options) -> Program:
 
 
 def launch_table(
-    defaults: dict[str, dict[str, int]], chosen: dict[str, dict[str, int]]
+    defaults: dict[str, dict[str, int]],
+    chosen: dict[str, dict[str, int]],
+    weight: dict[str, int] | None = None,
 ) -> dict[str, dict[str, int]]:
-    """The program's STITCH_LAUNCH: every tunable group's defaults, with the chosen values over them.
+    """The program's STITCH_LAUNCH: every tunable group's defaults, with the chosen values over them,
+    the groups that write the most elements first (the tuner goes through them in this order, so a
+    budget too short for all of them is spent where the time is).
 
     A choice for a group or knob the program does not have, or a value outside the knob's choices,
     is ignored: the choices come from tuning another candidate, and the default stays correct.
     """
-    table = {g: dict(knobs) for g, knobs in defaults.items()}
+    order = sorted(defaults, key=lambda g: -(weight or {}).get(g, 0))  # stable: program order on ties
+    table = {g: dict(defaults[g]) for g in order}
     for group, knobs in chosen.items():
         for knob, value in knobs.items():
             allowed = STITCH_LAUNCH_CHOICES.get(knob.rsplit(".", 1)[-1], ())
@@ -331,6 +339,7 @@ def _write_body(
         out.launches += code.launches
         if code.helper.knobs:
             out.launch[group.id] = dict(code.helper.knobs)
+            out.weight[group.id] = sum(_numel(writer.classifier.value(n)) for n in group.outputs)
         out.covered.update(s.op for s in group.specs)
         targets = ", ".join(emitter.names[n] for n in group.outputs)
         line = f"{targets} = {helper_name}({', '.join(code.helper.call_args)})  # {group.id}"
@@ -340,6 +349,14 @@ def _write_body(
     if not streams or not plan.parallel:
         return [line for lines, _ in entries for line in lines]
     return on_streams([lines for lines, _ in entries], plan, [emitter.names[n] for n in inputs])
+
+
+def _numel(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, (tuple, list)):
+        return sum(_numel(v) for v in value)
+    return 0
 
 
 def _has_inplace(analysis: Analysis) -> bool:

@@ -272,3 +272,21 @@ def test_a_busy_gpu_is_not_launch_bound_so_the_default_decides() -> None:
     assert "launch-bound" not in {f.rule for f in findings}
     advice = policy.advise(task, plan, candidate, test, profile, findings=findings)
     assert advice.suggestions == [] and requested(advice) == []
+
+
+def test_the_launch_table_lists_the_groups_that_write_most_first() -> None:
+    """The tuner goes through STITCH_LAUNCH in order: a short budget is spent on the biggest groups."""
+    from codegen.emit.assemble import Options, assemble
+    from codegen.schedule.plan import analyse
+
+    path = Path(__file__).parents[2] / "evals" / "suite" / "level3" / "8_DenseBlock.py"
+    analysis = analyse(Task(name=path.stem, path=str(path), source=path.read_text()))
+    table = current_table(assemble(analysis, Options()).source)
+    assert analysis.classifier is not None
+    written = {
+        g.id: sum(analysis.classifier.value(n).numel() for n in g.outputs)
+        for g in analysis.groups
+        if g.id in table
+    }
+    sizes = [written[g] for g in table]
+    assert len(sizes) >= 13 and sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
