@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from codegen.emit.assemble import Options
 from graph.artifacts import Feedback, Finding, Profile
-from graph.launch_advice import launch_from
+from graph.launch_advice import launch_from, merge_launch
 
 _KEYWORDS = {
     "cuda_graph": (
@@ -136,9 +136,7 @@ def choose_optimisation(
     A tuned launch table that changes this program's knobs comes first: it is a measurement.
     """
     tuned = launch_from(feedback)
-    merged = {g: dict(k) for g, k in options.launch.items()}
-    for group, knobs in tuned.items():
-        merged.setdefault(group, {}).update(knobs)
+    merged = merge_launch(options.launch, tuned)
     if merged != options.launch:
         count = sum(len(k) for k in tuned.values())
         return Optimisation(

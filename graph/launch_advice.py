@@ -30,6 +30,16 @@ def parse_launch(raw: Any) -> dict[str, dict[str, int]]:
     return table
 
 
+def merge_launch(
+    base: dict[str, dict[str, int]], over: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """`base` with `over`'s knobs written over it (a new table; neither argument changes)."""
+    merged = {group: dict(knobs) for group, knobs in base.items()}
+    for group, knobs in over.items():
+        merged.setdefault(group, {}).update(knobs)
+    return merged
+
+
 def launch_suggestion(launch: dict[str, dict[str, int]], speedup: float | None) -> str:
     """The tagged suggestion that hands a tuned launch table to the coder."""
     gain = f"{speedup:.3f}x" if speedup is not None else "faster"

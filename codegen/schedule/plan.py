@@ -370,8 +370,9 @@ def _host_plan(
         notes += (
             "; launch-bound: capture the forward into one CUDA graph (static input copies, cloned output)"
         )
-    inputs = [n for n in analysis.traced.graph.nodes if n.op == "placeholder"] if analysis.traced else []
-    streams = branch_streams(analysis.steps, inputs) if analysis.ok else 1
+    assert analysis.traced is not None  # build_plan plans the host of traced forwards only
+    inputs = [n for n in analysis.traced.graph.nodes if n.op == "placeholder"]
+    streams = branch_streams(analysis.steps, inputs)
     if streams > 1:
         notes += f"; {streams - 1} independent branch(es) can run on side streams inside the graph"
     return HostPlan(buffers=buffers, streams=streams, cuda_graph=launch_bound, notes=notes)

@@ -21,6 +21,7 @@ from typing import Any
 
 from graph.artifacts import Candidate, Task
 from graph.context import Context
+from graph.launch_advice import merge_launch, parse_launch
 from nodes.support.worker_client import eval_request, run_worker
 from tools import baseline_cache
 
@@ -89,11 +90,8 @@ def tune_launch(
 
 def resumed(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     """One answer from a search and its resumption: the later one's knobs win where both set one."""
-    launch = {g: dict(k) for g, k in earlier.get("launch", {}).items()}
-    for group, knobs in later.get("launch", {}).items():
-        launch.setdefault(group, {}).update(knobs)
     merged = dict(later)
-    merged["launch"] = launch
+    merged["launch"] = merge_launch(earlier.get("launch", {}), later.get("launch", {}))
     merged["trials"] = [*earlier.get("trials", []), *later.get("trials", [])]
     merged["searched"] = [*earlier.get("searched", []), *later.get("searched", [])]
     if "speedup" not in later and "speedup" in earlier:
@@ -107,10 +105,9 @@ def current_table(source: str) -> dict[str, dict[str, int]]:
     if match is None:
         return {}
     try:
-        value = ast.literal_eval(match.group(0).split("=", 1)[1].strip())
+        return parse_launch(ast.literal_eval(match.group(0).split("=", 1)[1].strip()))
     except (ValueError, SyntaxError, IndexError):
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _from_answer(

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 import torch
 from conftest import FIXTURES
-from support.traced_numerics import HEADER, graph_outputs_in_float64, reference_model
+from support.traced_numerics import (
+    HEADER,
+    assert_graph_matches_in_float64,
+    fully_covered_plan,
+    reference_model,
+)
 
 from codegen.emit.assemble import Options, assemble
 from codegen.frontend.capture import trace_problem
@@ -46,11 +51,7 @@ def all_pytorch_model(task: Task) -> Any:
 
 
 def test_every_written_out_call_matches_pytorch_in_float64() -> None:
-    expected, got = graph_outputs_in_float64(task_of(DECOMPOSED))
-    assert len(got) == len(expected) == 22
-    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
-        assert have.shape == want.shape, index
-        torch.testing.assert_close(have, want, rtol=1e-12, atol=1e-12, msg=f"output {index}")
+    assert_graph_matches_in_float64(task_of(DECOMPOSED), 22, rtol=1e-12, atol=1e-12)
 
 
 def test_written_out_calls_leave_nothing_to_pytorch() -> None:
@@ -128,16 +129,13 @@ def get_init_inputs():
 
 def test_scaled_addmm_and_baddbmm_are_a_gemm_and_elementwise_ops() -> None:
     task = Task(name="scaled_gemms", path="<memory>", source=HEADER + SCALED_GEMMS)
-    plan = OfflinePolicy().plan(task, None)
-    assert plan.traced and plan.uncovered_ops == []
+    plan = fully_covered_plan(task)
     assert {"mm", "bmm", "addmm"} <= set(plan.covered_ops)  # a bias row stays one fused addmm
 
     def nan_in_added_matrix(inputs: list[Any]) -> None:  # beta == 0 ignores it, as PyTorch
         inputs[0][0, 0] = float("nan")
 
-    expected, got = graph_outputs_in_float64(task, nan_in_added_matrix)
-    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
-        torch.testing.assert_close(have, want, rtol=1e-12, atol=1e-12, equal_nan=True, msg=f"output {index}")
+    assert_graph_matches_in_float64(task, None, 1e-12, 1e-12, nan_in_added_matrix, equal_nan=True)
 
 
 STATS = """
@@ -182,15 +180,10 @@ def get_init_inputs():
 
 def test_variance_binary_cross_entropy_and_lerp_are_written_out_exactly() -> None:
     task = Task(name="stats", path="<memory>", source=HEADER + STATS)
-    plan = OfflinePolicy().plan(task, None)
-    assert plan.traced and plan.uncovered_ops == []
+    plan = fully_covered_plan(task)
     for name in ("var", "std", "binary_cross_entropy", "binary_cross_entropy_with_logits", "lerp"):
         assert name not in plan.covered_ops
-    expected, got = graph_outputs_in_float64(task)
-    assert len(got) == len(expected) == 16
-    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
-        assert have.shape == want.shape, index
-        torch.testing.assert_close(have, want, rtol=1e-10, atol=1e-12, msg=f"output {index}")
+    assert_graph_matches_in_float64(task, 16, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -289,8 +282,7 @@ def test_a_stateful_cell_regenerates_its_state_call_after_call() -> None:
     """Attribute writes (`self.hidden = ...`), an in-place copy into the attribute, a device check,
     a constant made with torch.tensor, defaulted parameters, a constructor meta cannot run."""
     task = task_of(STATEFUL)
-    plan = OfflinePolicy().plan(task, None)
-    assert plan.traced and plan.uncovered_ops == []
+    fully_covered_plan(task)
     reference, problem = reference_model(task)
     candidate = all_pytorch_model(task)
     for step in range(3):
@@ -440,8 +432,7 @@ def test_a_chunked_state_space_scan_is_fully_ours_and_exact() -> None:
     """Mamba2's SSD (KernelBench level3/48-49) at small sizes: rearranges, a triangle-masked
     segment sum, four-operand einsums, a pad; the graph in float64 equals the reference."""
     task = task_of(FIXTURES / "problems" / "level3" / "8_SSD_Chunked_Scan.py")
-    plan = OfflinePolicy().plan(task, None)
-    assert plan.traced and plan.uncovered_ops == []
+    plan = fully_covered_plan(task)
     assert {"masked_fill_tri", "bmm", "cumsum", "pad"} <= set(plan.covered_ops)
     _, traced = trace_problem(task.source, task.name)
     reference, problem = reference_model(task)

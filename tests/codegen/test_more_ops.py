@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.host_emulation import build_emulator
-from support.traced_numerics import HEADER, graph_outputs_in_float64
+from support.traced_numerics import HEADER, assert_graph_matches_in_float64, fully_covered_plan
 
 from codegen.emit.assemble import Options, assemble
 from codegen.emit.expressions import op_expr
@@ -174,14 +174,9 @@ def get_init_inputs():
 
 def test_glu_cosine_similarity_pixel_shuffle_and_nearest_upsampling_are_written_out_exactly() -> None:
     task = Task(name="shapes", path="<memory>", source=HEADER + SHAPES)
-    plan = OfflinePolicy().plan(task, None)
-    assert plan.traced and plan.uncovered_ops == []
+    plan = fully_covered_plan(task)
     assert {"erfc", "logaddexp", "sigmoid", "reshape", "sum"} <= set(plan.covered_ops)
-    expected, got = graph_outputs_in_float64(task)
-    assert len(got) == len(expected) == 10
-    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
-        assert have.shape == want.shape, index
-        torch.testing.assert_close(have, want, rtol=1e-12, atol=1e-12, msg=f"output {index}")
+    assert_graph_matches_in_float64(task, 10, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(

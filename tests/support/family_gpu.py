@@ -46,6 +46,7 @@ def write_family_programs(
     manifest.json in `folder`; needs codegen (the CPU machine)."""
     from codegen.emit.assemble import Options, assemble
     from codegen.schedule.plan import analyse
+    from codegen.schedule.streams import branch_streams
     from graph.artifacts import Task
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -57,9 +58,11 @@ def write_family_programs(
         if not timed:
             variants += [(" graph", Options(arch=arch, cuda_graph=True))]
             variants += [(" split", Options(arch=arch, levels={g: 1 for g in groups}))]
-        if assemble(analysis, Options(arch=arch, cuda_graph=True)).streams > 1:  # branches: with and without
-            variants += [(" graph", Options(arch=arch, cuda_graph=True))] if timed else []
-            variants += [(" streams", Options(arch=arch, cuda_graph=True, streams=True))]
+        inputs = [n for n in analysis.traced.graph.nodes if n.op == "placeholder"] if analysis.traced else []
+        if analysis.ok and branch_streams(analysis.steps, inputs) > 1:  # branches: with and without
+            if timed:  # a fixture has its graph variant already
+                variants.append((" graph", Options(arch=arch, cuda_graph=True)))
+            variants.append((" streams", Options(arch=arch, cuda_graph=True, streams=True)))
         if path.parent != folder:
             (folder / path.name).write_text(path.read_text())
         for suffix, options in variants:

@@ -7,7 +7,8 @@ from typing import Any
 import torch
 
 from codegen.frontend.capture import trace_problem
-from graph.artifacts import Task
+from codegen.policy import OfflinePolicy
+from graph.artifacts import Plan, Task
 from tools.problem import exec_problem_source
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
@@ -32,3 +33,25 @@ def graph_outputs_in_float64(task: Task, edit: Any = None) -> tuple[list[Any], l
     if edit is not None:
         edit(inputs)
     return list(reference(*inputs)), list(graph_module(*inputs))
+
+
+def fully_covered_plan(task: Task) -> Plan:
+    """The offline plan of `task`, asserted traced with nothing left to PyTorch."""
+    plan = OfflinePolicy().plan(task, None)
+    assert plan.traced and plan.uncovered_ops == [], plan.uncovered_ops
+    return plan
+
+
+def assert_graph_matches_in_float64(
+    task: Task, outputs: int | None, rtol: float, atol: float, edit: Any = None, equal_nan: bool = False
+) -> None:
+    """Every traced output equals the reference's in float64 (shape, then values); `outputs`: how
+    many there must be (None: any number)."""
+    expected, got = graph_outputs_in_float64(task, edit)
+    if outputs is not None:
+        assert len(got) == len(expected) == outputs
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have.shape == want.shape, index
+        torch.testing.assert_close(
+            have, want, rtol=rtol, atol=atol, equal_nan=equal_nan, msg=f"output {index}"
+        )

@@ -38,6 +38,10 @@ CALLS_PER_ROUND = 3
 Table = dict[str, dict[str, int]]
 
 
+def copy_table(table: Mapping[str, Mapping[str, int]]) -> Table:
+    return {group: dict(knobs) for group, knobs in table.items()}
+
+
 class Knobs:
     """The program's launch table, set through its own setter (so a CUDA-graph program re-captures)."""
 
@@ -49,7 +53,7 @@ class Knobs:
         self.setter: Callable[[str, str, int], None] = namespace["stitch_set_launch"]
 
     def snapshot(self) -> Table:
-        return {g: dict(k) for g, k in self.table.items()}
+        return copy_table(self.table)
 
     def apply(self, wanted: Table) -> None:
         for group, knobs in wanted.items():
@@ -136,7 +140,7 @@ def search(
             break
         for value in values:  # "stats.threads" takes the choices of "threads"
             progress(f"tuning {group}.{knob}={value}")
-            trial = {g: dict(k) for g, k in best.items()}
+            trial = copy_table(best)
             trial[group][knob] = value
             record: dict[str, Any] = {"group": group, "knob": knob, "value": value}
             knobs.apply(trial)

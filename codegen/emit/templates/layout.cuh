@@ -261,14 +261,7 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
     for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n / 4; q += step) {
       const int64_t k = q * 4;
       const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
-      const int64_t e = o * total * inner + base + (k - o * block);
-      const float4 v = *reinterpret_cast<const float4*>(x + k);
-      float4 r;
-      r.x = epi.apply(v.x, e);
-      r.y = epi.apply(v.y, e + 1);
-      r.z = epi.apply(v.z, e + 2);
-      r.w = epi.apply(v.w, e + 3);
-      *reinterpret_cast<float4*>(y + e) = r;
+      stitch_move4(x, k, y, o * total * inner + base + (k - o * block), epi);
     }
     return;
   }
