@@ -8,7 +8,8 @@
   already contiguous returns that tensor, as PyTorch does (no copy, nothing can observe the alias
   that the reference would not have made too); `clone()` always copies;
 - pad (constant) / roll: the window kernel reads each output element at its coordinates moved per
-  dim, a padding element reads the pad value, a roll wraps around;
+  dim, a padding element reads the pad value, a roll wraps around; a roll and a pad composed into
+  one window (`roll_pad`, `pad_roll`) do both in the same pass;
 - zeros_like / ones_like / full_like: a fill of the input's shape.
 """
 
@@ -26,7 +27,7 @@ from codegen.schedule.fusion import Group
 _GATHER_MODES = {"contiguous": 0, "clone": 0, "tril": 1, "triu": 2}
 _UNTUNED = ("fill", "nll_pick")  # small launches with fixed configurations; the rest take the knobs
 _CFG = "StitchLaunch{threads, per_sm}"  # the launch knobs, as the tuned launchers pass them on
-_WINDOW_MODES = {"pad": 3, "roll": 4}
+_WINDOW_MODES = {"pad": 3, "roll": 4, "roll_pad": 5, "pad_roll": 6}  # templates/layout.cuh
 
 
 def write_copy(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
@@ -60,7 +61,7 @@ def copy_launches(
     epi_init = functor_init(epi, "epi", epi_chain.fields(), "e_")
     if mode in ("cat", "stack"):
         pieces = _concat(helper, args, epi, epi_init)
-    elif mode in ("pad", "roll"):
+    elif mode in _WINDOW_MODES:
         pieces = [_window(helper, args, epi, epi_init)]
     elif mode == "nll_pick":
         if ops:
@@ -165,10 +166,13 @@ def _nll_pick(helper: Helper, args: dict) -> Piece:
 
 
 def _window(helper: Helper, args: dict, epi: str, epi_init: str) -> Piece:
-    """A pad or a roll: the output's sizes (the input's plus the pads), the input's own sizes and
-    strides, and each dim's move `lo`; one pass, padding elements read `value`."""
+    """A pad, a roll or one of each (frontend/layout_ops.py): the output's sizes (the input's plus
+    the pads), the input's own sizes and strides, each dim's move `lo` and a composed roll's
+    `shift`; one pass, padding elements read `value`."""
     lo, hi = [int(v) for v in args["lo"]], [int(v) for v in args["hi"]]
-    extra = [a + b for a, b in zip(lo, hi, strict=True)] if args["mode"] == "pad" else [0] * len(lo)
+    padded = args["mode"] != "roll"
+    extra = [a + b for a, b in zip(lo, hi, strict=True)] if padded else [0] * len(lo)
+    shift = [int(v) for v in args.get("shift", [0] * len(lo))]
     helper.lines += [
         f"x = {helper.ref(args['input'])}",
         f"shape = [size + extra for size, extra in zip(x.shape, {extra!r})]",
@@ -177,7 +181,7 @@ def _window(helper: Helper, args: dict, epi: str, epi_init: str) -> Piece:
         f"in_sizes = list(x.shape) + [1] * ({MAX_DIMS} - x.dim())",
         f"strides = list(x.stride()) + [0] * ({MAX_DIMS} - x.dim())",
     ]
-    lo8 = lo + [0] * (MAX_DIMS - len(lo))
+    lo8, shift8 = (v + [0] * (MAX_DIMS - len(v)) for v in (lo, shift))
     params = [("const float*", "x"), ("float*", "y"), ("int", "nd")]
     params += [("int64_t", f"size{d}") for d in range(MAX_DIMS)]
     params += [("int64_t", f"insize{d}") for d in range(MAX_DIMS)]
@@ -190,7 +194,7 @@ def _window(helper: Helper, args: dict, epi: str, epi_init: str) -> Piece:
             f"  const StitchStrides s{{nd, {{{join(f'size{d}' for d in range(MAX_DIMS))}}}, "
             f"{{{join(f'stride{d}' for d in range(MAX_DIMS))}}}}};",
             f"  const StitchWindow w{{{{{join(str(v) for v in lo8)}}}, "
-            f"{{{join(f'insize{d}' for d in range(MAX_DIMS))}}}}};",
+            f"{{{join(f'insize{d}' for d in range(MAX_DIMS))}}}, {{{join(str(v) for v in shift8)}}}}};",
             f"  return stitch_window_run<{_WINDOW_MODES[args['mode']]}, {epi}>(x, y, s, w, n, fill, epi, {_CFG}, stream);",
         ]
     )

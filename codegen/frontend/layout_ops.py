@@ -153,13 +153,23 @@ def _ints(value: Any) -> list[int] | None:
 def _window(classifier: Classifier, spec: OpSpec) -> None:
     """`F.pad(x, pad, 'constant', v)` and `torch.roll(x, shifts, dims)`: the window kernel reads each
     output element's input coordinates moved by `lo` per dim (args['lo']), padding with `value`
-    outside the input or wrapping around (roll)."""
-    node, op = spec.node, spec.op
+    outside the input or wrapping around (roll). A pad or roll whose input is another one read by
+    nothing else becomes one pass over the first one's input (`_compose`), which it absorbs."""
+    args = _window_stage(classifier, spec.node, spec.op)
+    if isinstance(args, str):
+        classifier.reject(spec, args)
+        return
+    composed = _absorbed_window(classifier, spec.node, args)
+    spec.args = composed if composed is not None else args
+    spec.family = COPY
+
+
+def _window_stage(classifier: Classifier, node: fx.Node, op: str) -> dict[str, Any] | str:
+    """The args of one pad or roll on its own, or the reason it stays PyTorch."""
     x = _input(node)
     value = classifier.value(x)
     if not _is_f32(value) or value.dim() == 0 or value.dim() > MAX_DIMS:
-        classifier.reject(spec, f"{op} of a tensor that is not float32 with 1 to {MAX_DIMS} dims")
-        return
+        return f"{op} of a tensor that is not float32 with 1 to {MAX_DIMS} dims"
     rank = value.dim()
     lo, hi = [0] * rank, [0] * rank
     if op == "pad":
@@ -168,23 +178,53 @@ def _window(classifier: Classifier, spec: OpSpec) -> None:
         fill = _arg(node, 3, "value", None)
         fill = 0.0 if fill is None else fill
         if pads is None or len(pads) % 2 or len(pads) > 2 * rank or mode != "constant":
-            classifier.reject(spec, "pad other than constant padding by constant amounts")
-            return
+            return "pad other than constant padding by constant amounts"
         if not isinstance(fill, (int, float)) or isinstance(fill, bool):
-            classifier.reject(spec, "pad with a non-constant value")
-            return
+            return "pad with a non-constant value"
         for i in range(len(pads) // 2):  # pairs from the last dim backwards
             lo[rank - 1 - i], hi[rank - 1 - i] = pads[2 * i], pads[2 * i + 1]
-        spec.args = {"input": x, "mode": "pad", "lo": lo, "hi": hi, "value": float(fill)}
-    else:
-        shifts, dims = _ints(_arg(node, 1, "shifts")), _ints(_arg(node, 2, "dims"))
-        if shifts is None or dims is None or len(shifts) != len(dims) or not dims:
-            classifier.reject(spec, "roll without constant shifts and dims (a flattened roll)")
-            return
-        for shift, dim in zip(shifts, dims, strict=True):
-            lo[dim % rank] += shift
-        spec.args = {"input": x, "mode": "roll", "lo": lo, "hi": hi, "value": 0.0}
-    spec.family = COPY
+        return {"input": x, "mode": "pad", "lo": lo, "hi": hi, "value": float(fill)}
+    shifts, dims = _ints(_arg(node, 1, "shifts")), _ints(_arg(node, 2, "dims"))
+    if shifts is None or dims is None or len(shifts) != len(dims) or not dims:
+        return "roll without constant shifts and dims (a flattened roll)"
+    for shift, dim in zip(shifts, dims, strict=True):
+        lo[dim % rank] += shift
+    return {"input": x, "mode": "roll", "lo": lo, "hi": hi, "value": 0.0}
+
+
+def _absorbed_window(classifier: Classifier, node: fx.Node, args: dict[str, Any]) -> dict[str, Any] | None:
+    """`args` composed with the single pad or roll it reads (listed in `lead`), or None when the
+    input is no such op, has other readers, has absorbed one itself, or does not compose."""
+    x = args["input"]
+    if not isinstance(x, fx.Node) or len(x.users) != 1 or classifier.is_inplace_node(x):
+        return None
+    op = classifier.canonical(x) if x.op.startswith("call") else ""
+    if op not in WINDOW_OPS:
+        return None
+    inner = _window_stage(classifier, x, op)
+    if isinstance(inner, str) or _absorbed_window(classifier, x, inner) is not None:
+        return None
+    composed = _compose(inner, args)
+    if composed is not None:
+        composed.update(input=inner["input"], lead=[x])
+    return composed
+
+
+def _compose(first: dict[str, Any], then: dict[str, Any]) -> dict[str, Any] | None:
+    """Two windows as one (templates/layout.cuh): rolls add their shifts; pads that only grow, with
+    one value, add up; a roll and a pad in either order keep the pad's lo/hi/value and the roll's
+    shift (modes `roll_pad` and `pad_roll`, named in the order they apply)."""
+    modes = (first["mode"], then["mode"])
+    total = [a + b for a, b in zip(first["lo"], then["lo"], strict=True)]
+    if modes == ("roll", "roll"):
+        return {**then, "lo": total}
+    if modes == ("pad", "pad"):
+        grow = all(v >= 0 for v in (*first["lo"], *first["hi"], *then["lo"], *then["hi"]))
+        if not grow or first["value"] != then["value"]:
+            return None
+        return {**then, "lo": total, "hi": [a + b for a, b in zip(first["hi"], then["hi"], strict=True)]}
+    pad, roll = (then, first) if modes == ("roll", "pad") else (first, then)
+    return {**pad, "mode": "_".join(modes), "shift": list(roll["lo"])}
 
 
 def _nll_pick(classifier: Classifier, spec: OpSpec) -> None:

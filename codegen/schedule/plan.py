@@ -21,7 +21,7 @@ import torch.fx as fx
 
 from codegen.frontend.analysis import op_info, tensor_spec
 from codegen.frontend.capture import TracedModel, TraceFailure, trace_problem
-from codegen.frontend.ops import ATTR, AXIS, INPUT, OUTPUT, RNN, SCALAR, VIEW, Classifier, OpSpec
+from codegen.frontend.ops import ATTR, AXIS, COPY, INPUT, OUTPUT, RNN, SCALAR, VIEW, Classifier, OpSpec
 from codegen.frontend.source import ProblemSource, parse_problem
 from codegen.schedule.conv import conv_describe, conv_launches, conv_template
 from codegen.schedule.fusion import (
@@ -192,6 +192,9 @@ def _template(classifier: Classifier, group: Group) -> str:
         return f"pool_{anchor.args['params'].kind}" + ("+epilogue" if group.epilogue else "")
     if group.kind == RNN:
         return rnn_template(group)
+    if group.kind == COPY:
+        assert anchor is not None
+        return f"copy_{anchor.args['mode']}" + ("+epilogue" if group.epilogue else "")
     return "pytorch"
 
 
@@ -223,6 +226,9 @@ def _describe(classifier: Classifier, group: Group) -> tuple[str, str]:
     pro = [s.op for s in group.prologue]
     epi = [s.op for s in group.epilogue]
     detail = f"row kernel (warp per short row, block per long row){where}"
+    if group.kind == COPY:
+        moved = "+".join(s.op for s in group.lead + [group.anchor] if s is not None)
+        detail = f"one data-movement pass ({moved}) reading its input in place{where}"
     if pro:
         detail += f"; fused prologue {pro} applied on load"
     if group.save_prologue:

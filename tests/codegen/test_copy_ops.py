@@ -120,6 +120,46 @@ def test_what_the_kernels_cannot_express_stays_pytorch(body: str, uncovered: str
     assert uncovered in program.uncovered_ops, program.uncovered_ops
 
 
+PAD = "torch.nn.functional.pad"
+
+
+@pytest.mark.parametrize(
+    ("body", "templates", "args"),
+    [
+        (  # Swin's shifted window: one pass
+            f"{PAD}(torch.roll(x, (-1, -2), (1, 2)), (0, 0, 0, 1, 0, 2))",
+            ["copy_roll_pad"],
+            {"lo": [0, 0, 0, 0], "hi": [0, 2, 1, 0], "shift": [0, -1, -2, 0], "value": 0.0},
+        ),
+        (
+            f"torch.roll({PAD}(x, (1, 1), value=2.0), 3, 3) * 2.0",
+            ["copy_pad_roll+epilogue"],
+            {"lo": [0, 0, 0, 1], "hi": [0, 0, 0, 1], "shift": [0, 0, 0, 3], "value": 2.0},
+        ),
+        ("torch.roll(torch.roll(x, 1, 2), (2, -1), (0, 2))", ["copy_roll"], {"lo": [2, 0, 0, 0]}),
+        (f"{PAD}({PAD}(x, (1, 0)), (2, 3, 0, 1))", ["copy_pad"], {"lo": [0, 0, 0, 3], "hi": [0, 0, 1, 3]}),
+        # not composed: different fill values, a crop, a roll read twice, a third window in a row
+        (f"{PAD}({PAD}(x, (1, 0)), (2, 3), value=1.0)", ["copy_pad", "copy_pad"], {}),
+        (f"{PAD}({PAD}(x, (1, 0)), (-1, 3))", ["copy_pad", "copy_pad"], {}),
+        ("(r := torch.roll(x, 1, 2)), torch.roll(r, 1, 3)", ["copy_roll", "copy_roll"], {}),
+        (f"torch.roll({PAD}(torch.roll(x, 1, 2), (0, 0, 1, 1)), -1, 2)", ["copy_roll_pad", "copy_roll"], {}),
+    ],
+)
+def test_consecutive_pads_and_rolls_compose_into_one_window(
+    body: str, templates: list[str], args: dict[str, Any]
+) -> None:
+    analysis = analyse(task(body))
+    program = assemble(analysis, Options())
+    assert program.uncovered_ops == []
+    assert sorted(program.templates.values()) == sorted(templates)
+    windows = [s for s in analysis.specs if s.args.get("lead")]
+    if len(templates) == 1:
+        (window,) = windows
+        assert {k: window.args[k] for k in args} == args
+        assert window.args["input"].name == "x"  # reads the first window's input itself
+    assert_demoted_program_matches(task(body), 2)
+
+
 def test_a_masked_fill_absorbs_its_comparison_and_fuses_into_the_softmax() -> None:
     body = "torch.softmax(torch.matmul(x, y.transpose(-1, -2)).masked_fill(self.tri[:, :, :4, :4] == 0, float('-inf')), -1)"
     analysis = analyse(task(body))
@@ -172,7 +212,8 @@ def families_program() -> tuple[str, Any]:
     assert program.uncovered_ops == [] and program.auto_demoted == []
     kinds = sorted(t for t in program.templates.values() if t.startswith("copy_"))
     expected = ["cat", "cat", "cat", "cat+epilogue", "clone+epilogue", "contiguous", "contiguous"]
-    expected += ["fill", "fill+epilogue", "pad", "pad+epilogue", "roll", "roll+epilogue", "stack", "stack"]
+    expected += ["fill", "fill+epilogue", "pad", "pad+epilogue", "pad_roll+epilogue", "roll", "roll+epilogue"]
+    expected += ["roll_pad", "stack", "stack"]
     expected += ["tril", "triu+epilogue"]
     assert kinds == [f"copy_{k}" for k in expected]
     return program.source, program
@@ -333,7 +374,7 @@ int main(int argc, char** argv) {
       });
     };
     if (wide) go(uint64_t{}); else go(uint32_t{});
-  } else if (what == "window" || what == "window4") {  // window MODE WIDE fill nd out_sizes... in_sizes... strides... lo... storage
+  } else if (what == "window" || what == "window4") {  // window MODE WIDE fill nd out_sizes... in_sizes... strides... lo... shift... storage
     const int mode = atoi(argv[2]), wide = atoi(argv[3]);
     const float fill = (float)atof(argv[4]);
     StitchStrides s{};
@@ -345,9 +386,10 @@ int main(int argc, char** argv) {
       w.in_size[d] = atoll(argv[6 + s.nd + d]);
       s.stride[d] = atoll(argv[6 + 2 * s.nd + d]);
       w.lo[d] = atoll(argv[6 + 3 * s.nd + d]);
+      w.shift[d] = atoll(argv[6 + 4 * s.nd + d]);
       n *= s.size[d];
     }
-    std::vector<float> x(atoll(argv[6 + 4 * s.nd]));
+    std::vector<float> x(atoll(argv[6 + 5 * s.nd]));
     for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
     y.assign(n, -1.0f);
     auto go = [&](auto tag) {
@@ -357,6 +399,8 @@ int main(int argc, char** argv) {
         if (mode == 4 && !vec) stitch_window_kernel<4, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
         if (mode == 3 && vec) stitch_window_kernel<3, I, Plus, true>(x.data(), y.data(), s, w, n, fill, Plus{});
         if (mode == 4 && vec) stitch_window_kernel<4, I, Plus, true>(x.data(), y.data(), s, w, n, fill, Plus{});
+        if (mode == 5) stitch_window_kernel<5, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
+        if (mode == 6) stitch_window_kernel<6, I, StitchNoEpi>(x.data(), y.data(), s, w, n, fill, StitchNoEpi{});
       });
     };
     if (wide) go(uint64_t{}); else go(uint32_t{});
@@ -369,7 +413,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
     y.assign(2 * n, -1.0f);
     run(2, 1, 4, [&] { stitch_nll_pick_kernel(x.data(), t.data(), y.data(), n, classes, inner, ignore); });
-  } else {  // concat first outer inner size0 size1 size2 (three parts, the output's total after them)
+  } else {  // concat first outer inner size0 size1 size2 total grid (three parts; grid: blocks for all)
     const int64_t first = atoll(argv[2]), outer = atoll(argv[3]), inner = atoll(argv[4]);
     const int64_t total = atoll(argv[8]);
     StitchConcatParts<3> p;
@@ -383,7 +427,9 @@ int main(int argc, char** argv) {
       p.start[i + 1] = p.start[i] + size;
     }
     y.assign(outer * total * inner, -1.0f);
-    run(2, 3, 16, [&] { stitch_concat_kernel<3, StitchNoEpi>(p, y.data(), outer, total, inner, StitchNoEpi{}); });
+    const unsigned blocks = stitch_concat_blocks(p, outer, inner, (unsigned)atoi(argv[9]));
+    fprintf(stderr, "%u %u %u %u\n", p.first_block[0], p.first_block[1], p.first_block[2], p.first_block[3]);
+    run(blocks, 1, 16, [&] { stitch_concat_kernel<3, StitchNoEpi>(p, y.data(), outer, total, inner, StitchNoEpi{}); });
   }
   fprintf(stderr, "%d\n", stitch_vector_copies);
   for (float v : y) printf("%.4f\n", v);
@@ -458,7 +504,7 @@ def test_the_window_kernel_pads_like_f_pad(emulator: Path, pads: tuple[int, ...]
     for i in range(len(pads) // 2):
         lo[view.dim() - 1 - i] = pads[2 * i]
     out_sizes, in_sizes, strides = list(expected.shape), list(view.shape), list(view.stride())
-    args = [3, wide, -7.5, view.dim(), *out_sizes, *in_sizes, *strides, *lo, base.numel()]
+    args = [3, wide, -7.5, view.dim(), *out_sizes, *in_sizes, *strides, *lo, *[0] * view.dim(), base.numel()]
     got = _emulate(emulator, "window", *args).view(expected.shape)
     assert torch.equal(got, expected)
 
@@ -474,7 +520,10 @@ def test_the_window_kernel_rolls_like_torch_roll(
     for shift, dim in zip(shifts, dims, strict=True):
         lo[dim] = shift
     sizes, strides = list(view.shape), list(view.stride())
-    got = _emulate(emulator, "window", 4, 0, 0.0, view.dim(), *sizes, *sizes, *strides, *lo, base.numel())
+    shift = [0] * view.dim()
+    got = _emulate(
+        emulator, "window", 4, 0, 0.0, view.dim(), *sizes, *sizes, *strides, *lo, *shift, base.numel()
+    )
     assert torch.equal(got.view(expected.shape), expected)
 
 
@@ -490,15 +539,25 @@ def test_the_triangle_kernel_matches_tril_and_triu(emulator: Path, mode: int, di
 
 
 @pytest.mark.parametrize(
-    ("first", "outer", "inner", "sizes"),
-    [(0, 2, 35, (6, 1, 3)), (4, 3, 1, (2, 5, 1)), (0, 3, 8, (2, 1, 3)), (4, 2, 1, (8, 4, 12))],
+    ("first", "outer", "inner", "sizes", "grid"),
+    [
+        (0, 2, 35, (6, 1, 3), 3),
+        (4, 3, 1, (2, 5, 1), 2),  # fewer blocks asked for than parts: each part still gets one
+        (0, 3, 8, (2, 1, 3), 12),
+        (4, 2, 1, (8, 4, 12), 6),
+    ],
 )
 def test_the_concat_kernel_writes_each_part_into_its_slice(
-    emulator: Path, first: int, outer: int, inner: int, sizes: tuple[int, int, int]
+    emulator: Path, first: int, outer: int, inner: int, sizes: tuple[int, int, int], grid: int
 ) -> None:
     total = first + sum(sizes)
-    got, vector_checks = _emulate_counting(emulator, "concat", first, outer, inner, *sizes, total)
-    got = got.view(outer, total, inner)
+    args = ["concat", first, outer, inner, *sizes, total, grid]
+    proc = subprocess.run([str(emulator), *map(str, args)], check=True, capture_output=True, text=True)
+    got = torch.tensor([float(v) for v in proc.stdout.split()]).view(outer, total, inner)
+    *first_block, vector_checks = (int(v) for v in proc.stderr.split()[-5:])
+    blocks = [b - a for a, b in zip(first_block[:-1], first_block[1:], strict=True)]
+    assert first_block[0] == 0 and min(blocks) >= 1  # every part gets blocks, in proportion to its size
+    assert all(abs(b - grid * s / sum(sizes)) <= 1 for b, s in zip(blocks, sizes, strict=True) if b > 1)
     starts = [first + sum(sizes[:i]) for i in range(3)]
     whole = all(s * inner % 4 == 0 and b * inner % 4 == 0 for s, b in zip(sizes, starts, strict=True))
     assert (vector_checks > 0) is (whole and total * inner % 4 == 0)
@@ -614,6 +673,36 @@ def test_the_float4_window_pads_and_rolls_the_outer_dims(emulator: Path, mode: i
         expected = torch.roll(view, (-3, 4), (1, 2))
         lo = [0, -3, 4, 0]
     out_sizes, in_sizes, strides = list(expected.shape), list(view.shape), list(view.stride())
-    args = [mode, 0, -7.5, view.dim(), *out_sizes, *in_sizes, *strides, *lo, base.numel()]
+    args = [mode, 0, -7.5, view.dim(), *out_sizes, *in_sizes, *strides, *lo, *[0] * view.dim(), base.numel()]
     got = _emulate(emulator, "window4", *args).view(expected.shape)
     torch.testing.assert_close(got, _plus(expected), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("wide", [0, 1])
+@pytest.mark.parametrize(
+    ("mode", "pads", "shifts"),
+    [
+        (5, (0, 0, 0, 2, 0, 2), (0, -3, -3, 0)),  # Swin: roll (H, W) back, then pad them at the end
+        (5, (1, -2, 2, 1), (0, 0, 4, -9)),  # a crop of the rolled map
+        (6, (0, 0, 0, 2, 0, 2), (0, 3, 3, 0)),  # pad, then roll the padded map
+        (6, (2, 1, -1, 0), (1, 0, -2, 5)),
+    ],
+)
+def test_the_window_kernel_rolls_and_pads_in_one_pass(
+    emulator: Path, mode: int, pads: tuple[int, ...], shifts: tuple[int, ...], wide: int
+) -> None:
+    base = torch.arange(2 * 6 * 5 * 7, dtype=torch.float32).view(2, 6, 5, 7)
+    view = base.transpose(1, 2)  # a strided input
+    dims = tuple(range(view.dim()))
+    pad = torch.nn.functional.pad
+    if mode == 5:
+        expected = pad(torch.roll(view, shifts, dims), pads, value=-7.5)
+    else:
+        expected = torch.roll(pad(view, pads, value=-7.5), shifts, dims)
+    lo = [0] * view.dim()
+    for i in range(len(pads) // 2):
+        lo[view.dim() - 1 - i] = pads[2 * i]
+    out_sizes, in_sizes, strides = list(expected.shape), list(view.shape), list(view.stride())
+    args = [mode, wide, -7.5, view.dim(), *out_sizes, *in_sizes, *strides, *lo, *shifts, base.numel()]
+    got = _emulate(emulator, "window", *args).view(expected.shape)
+    assert torch.equal(got, expected)

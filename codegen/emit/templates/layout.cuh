@@ -4,11 +4,13 @@
 // - gather: y[e] = x[offset(e)] for a strided view x (contiguous(), clone(), a permuted view's copy);
 //   MODE 1 / 2 keep the lower / upper triangle of the last two dims (tril / triu), zeros elsewhere;
 // - concat: every part p of a concatenation along one dim copies its [outer, size_p, inner] block into
-//   columns [start_p, start_p + size_p) of the [outer, total, inner] output; blockIdx.y is the part,
-//   so one launch covers all parts and no thread searches for its part; float4 copies where aligned;
+//   columns [start_p, start_p + size_p) of the [outer, total, inner] output; one launch covers all
+//   parts, each part's blocks in proportion to its size (a block finds its part once); float4 copies
+//   where aligned;
 // - fill: y[e] = value (zeros_like, ones_like, full_like);
 // - window: y[e] = x at the output's coordinates moved by lo[d] per dim: MODE 3 pads (a coordinate
-//   outside the input reads `fill`; a negative lo crops: F.pad), MODE 4 wraps (torch.roll);
+//   outside the input reads `fill`; a negative lo crops: F.pad), MODE 4 wraps (torch.roll); two
+//   consecutive windows are one pass: MODE 5 rolls by shift[d] then pads, MODE 6 pads then rolls;
 // - nll_pick: cross entropy's per-sample pick of the target class and its weight.
 // Gather (MODE 0) and window kernels move a float4 per thread (VEC) when the innermost dim is whole
 // float4s read with stride 1, untouched by the window, and every other stride keeps rows 16-byte
@@ -87,15 +89,15 @@ static bool stitch_fits_32(int64_t n, const StitchStrides& s, const int64_t* siz
   return n < 2147483647LL && reach < 2147483647LL;
 }
 
-// Can four consecutive outputs be one float4 of x (module comment)? For a window, `lo` and `in_size`
-// must leave the innermost dim untouched (nullptr: a gather).
+// Can four consecutive outputs be one float4 of x (module comment)? For a window, `lo`, `in_size` and
+// `shift` must leave the innermost dim untouched (nullptr: a gather).
 static bool stitch_rows4(const float* x, const float* y, const StitchStrides& s, const int64_t* lo,
-                         const int64_t* in_size) {
+                         const int64_t* in_size, const int64_t* shift) {
   const int last = s.nd - 1;
   if (last < 0 || s.size[last] % 4 != 0 || s.stride[last] != 1 || !stitch_aligned16(x) || !stitch_aligned16(y)) {
     return false;
   }
-  if (lo != nullptr && (lo[last] != 0 || in_size[last] != s.size[last])) return false;
+  if (lo != nullptr && (lo[last] != 0 || shift[last] != 0 || in_size[last] != s.size[last])) return false;
   for (int d = 0; d < last; ++d) {
     if (s.stride[d] % 4 != 0) return false;
   }
@@ -123,7 +125,7 @@ static int stitch_launch_indexed(int64_t n, bool narrow, StitchLaunch cfg, Launc
 template <int MODE, class Epi>
 static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, int64_t n, int64_t diag,
                              const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
-  const bool vec = MODE == 0 && stitch_rows4(x, y, s, nullptr, nullptr);
+  const bool vec = MODE == 0 && stitch_rows4(x, y, s, nullptr, nullptr, nullptr);
   return stitch_launch_indexed(vec ? n / 4 : n, stitch_fits_32(n, s, s.size), cfg,
                                [&](auto index, unsigned blocks, int threads) {
                                  using I = decltype(index);
@@ -141,9 +143,18 @@ static int stitch_gather_run(const float* x, float* y, const StitchStrides& s, i
 struct StitchWindow {
   int64_t lo[STITCH_MAX_DIMS];       // pad: elements added before the input (negative: cropped); roll: shift
   int64_t in_size[STITCH_MAX_DIMS];  // the input's sizes (StitchStrides holds the output's sizes)
+  int64_t shift[STITCH_MAX_DIMS];    // MODE 5 / 6: the roll's shift (lo is then the pad's)
 };
 
+// c modulo size in [0, size) (torch.roll's wrap; c may be negative).
+__device__ __forceinline__ int64_t stitch_wrap(int64_t c, int64_t size) {
+  c %= size;
+  return c < 0 ? c + size : c;
+}
+
 // The input offset of the output's e-th element (row-major in s.size), or -1 for a padding element.
+// Each dim undoes the window's stages from the output back: a roll wraps within the size it rolled,
+// a pad moves by lo and tests the input's range.
 template <int MODE, class I>
 __device__ __forceinline__ int64_t stitch_window_offset(const StitchStrides& s, const StitchWindow& w, I e) {
   int64_t off = 0;
@@ -153,13 +164,16 @@ __device__ __forceinline__ int64_t stitch_window_offset(const StitchStrides& s, 
     if (d < s.nd) {
       const I size = (I)s.size[d];
       const I q = e / size;
-      int64_t c = (int64_t)(e - q * size) - w.lo[d];
+      int64_t c = (int64_t)(e - q * size);
       e = q;
+      if (MODE == 6) c = stitch_wrap(c - w.shift[d], s.size[d]);  // the roll came last
+      c -= w.lo[d];
       if (MODE == 4) {
-        c %= w.in_size[d];
-        if (c < 0) c += w.in_size[d];
+        c = stitch_wrap(c, w.in_size[d]);
       } else if (c < 0 || c >= w.in_size[d]) {
         inside = false;
+      } else if (MODE == 5) {
+        c = stitch_wrap(c - w.shift[d], w.in_size[d]);  // the roll came first
       }
       off += c * s.stride[d];
     }
@@ -194,7 +208,7 @@ __global__ void stitch_window_kernel(const float* __restrict__ x, float* __restr
 template <int MODE, class Epi>
 static int stitch_window_run(const float* x, float* y, const StitchStrides& s, const StitchWindow& w, int64_t n,
                              float fill, const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
-  const bool vec = stitch_rows4(x, y, s, w.lo, w.in_size);
+  const bool vec = stitch_rows4(x, y, s, w.lo, w.in_size, w.shift);
   return stitch_launch_indexed(vec ? n / 4 : n, stitch_fits_32(n, s, w.in_size), cfg,
                                [&](auto index, unsigned blocks, int threads) {
                                  using I = decltype(index);
@@ -243,48 +257,65 @@ template <int N>
 struct StitchConcatParts {
   const float* ptr[N];
   int64_t start[N + 1];  // prefix sums of the parts' sizes along the concatenated dim
+  unsigned first_block[N + 1];  // prefix sums of the blocks each part gets (the launcher sets them)
 };
 
 template <int N, class Epi>
 __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__ y, int64_t outer, int64_t total,
                                      int64_t inner, Epi epi) {
-  const int part = blockIdx.y;
+  int part = 0;  // the part of this block: blocks are dealt to parts in proportion to their sizes
+  while (part + 1 < N && blockIdx.x >= p.first_block[part + 1]) ++part;
+  const unsigned block_in_part = blockIdx.x - p.first_block[part];
   const float* __restrict__ x = p.ptr[part];
   const int64_t block = (p.start[part + 1] - p.start[part]) * inner;  // one outer slice of this part
   const int64_t n = outer * block;
   const int64_t base = p.start[part] * inner;
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  const int64_t step = (int64_t)(p.first_block[part + 1] - p.first_block[part]) * blockDim.x;
+  const int64_t first = (int64_t)block_in_part * blockDim.x + threadIdx.x;
   const bool narrow = ((uint64_t)n >> 31) == 0;
   // 16-byte loads and stores when this part's rows and its slice start are whole float4s (the choice
-  // is the same for every thread of the block: blockIdx.y is the part).
+  // is the same for every thread of the block: a block copies one part).
   if (block % 4 == 0 && (total * inner) % 4 == 0 && base % 4 == 0 && stitch_aligned16(x) && stitch_aligned16(y)) {
-    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n / 4; q += step) {
+    for (int64_t q = first; q < n / 4; q += step) {
       const int64_t k = q * 4;
       const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
       stitch_move4(x, k, y, o * total * inner + base + (k - o * block), epi);
     }
     return;
   }
-  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += step) {
+  for (int64_t k = first; k < n; k += step) {
     const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
     const int64_t e = o * total * inner + base + (k - o * block);
     y[e] = epi.apply(x[k], e);
   }
 }
 
-#ifndef STITCH_HOST_EMULATION
-template <int N, class Epi>
-static int stitch_concat_run(const StitchConcatParts<N>& p, float* y, int64_t outer, int64_t total, int64_t inner,
-                             const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
-  int64_t largest = 0;
+// Blocks for each part in proportion to its elements (at least one each), out of one grid-stride
+// launch's worth for all of them together, so that every block does about the same work and no
+// block of a small part waits idle (N parts of very different sizes: DenseNet, Inception).
+template <int N>
+static unsigned stitch_concat_blocks(StitchConcatParts<N>& p, int64_t outer, int64_t inner, unsigned grid) {
+  int64_t all = 0;
+  for (int i = 0; i < N; ++i) all += outer * (p.start[i + 1] - p.start[i]) * inner;
+  p.first_block[0] = 0;
   for (int i = 0; i < N; ++i) {
     const int64_t n = outer * (p.start[i + 1] - p.start[i]) * inner;
-    if (n > largest) largest = n;
+    int64_t blocks = all > 0 ? (int64_t)((double)grid * (double)n / (double)all + 0.5) : 0;
+    if (blocks < 1) blocks = 1;
+    p.first_block[i + 1] = p.first_block[i] + (unsigned)blocks;
   }
-  if (largest <= 0) return (int)cudaGetLastError();
+  return p.first_block[N];
+}
+
+#ifndef STITCH_HOST_EMULATION
+template <int N, class Epi>
+static int stitch_concat_run(StitchConcatParts<N> p, float* y, int64_t outer, int64_t total, int64_t inner,
+                             const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
+  const int64_t all = outer * (p.start[N] - p.start[0]) * inner;
+  if (all <= 0) return (int)cudaGetLastError();
   const StitchLaunch c = stitch_launch_or(cfg, 256, 16);
-  const dim3 grid(stitch_grid(largest, c.threads, c.per_sm), N);
-  stitch_concat_kernel<N, Epi><<<grid, c.threads, 0, stream>>>(p, y, outer, total, inner, epi);
+  const unsigned blocks = stitch_concat_blocks(p, outer, inner, stitch_grid(all, c.threads, c.per_sm));
+  stitch_concat_kernel<N, Epi><<<blocks, c.threads, 0, stream>>>(p, y, outer, total, inner, epi);
   return (int)cudaGetLastError();
 }
 #endif
