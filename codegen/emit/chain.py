@@ -3,7 +3,8 @@
 Why a module of its own: every emitter (standalone elementwise kernels, row-kernel prologues and
 epilogues, BatchNorm, convolution and pool epilogues) describes its fused math as a `Chain`; the
 operand bookkeeping (full operands read with vector loads, broadcast ones by index, scalars as
-kernel arguments) lives here once.
+kernel arguments) lives here once. A full operand that the trace saw as a non-contiguous view (a
+transpose, a permute, a slice) is read through its own strides (`Chain.views`), not copied first.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Chain:
     full: list[Any] = field(default_factory=list)
     bcast: list[Any] = field(default_factory=list)
     scalars: list[Any] = field(default_factory=list)
+    views: set[int] = field(default_factory=set)  # indices of `full` read through their strides
     lines: list[str] = field(default_factory=list)
     values: dict[Any, str] = field(default_factory=dict)
     uses_index: bool = False  # an op reads the element's coordinates (`ei`: its linear index)
@@ -72,16 +74,50 @@ class Chain:
         for i in range(len(self.bcast)):
             out += [("int64_t", f"{prefix}b{i}_inner"), ("int64_t", f"{prefix}b{i}_count")]
         out += [("float", f"{prefix}s{i}") for i in range(len(self.scalars))]
+        out += [("int64_t", f"{prefix}{name}") for i in sorted(self.views) for name in view_fields(i)]
         return out
+
+    def load(self, i: int, index: str = "e") -> str:
+        """The C expression of full operand i's element `index`."""
+        if i in self.views:
+            return f"f{i}[stitch_view_offset({index}, {', '.join(view_fields(i))})]"
+        return f"f{i}[{index}]"
+
+    def load4(self, i: int) -> str:
+        """The C statement reading full operand i's elements e..e+3 into F<i>."""
+        if i in self.views:
+            return f"stitch_view_ld4(f{i}, e, {', '.join(view_fields(i))}, F{i});"
+        return f"stitch_ld4(f{i} + e, F{i});"
+
+    def aligned(self) -> list[str]:
+        """The alignment tests of the operands the vector path reads as float4 at e (views test
+        their own rows)."""
+        return [f"stitch_aligned16(f{i})" for i in range(len(self.full)) if i not in self.views]
 
     def loads(self) -> list[str]:
         lines = ["const int64_t ei = e;"] if self.uses_index else []
-        lines += [f"const float x_f{i} = f{i}[e];" for i in range(len(self.full))]
+        lines += [f"const float x_f{i} = {self.load(i)};" for i in range(len(self.full))]
         lines += [
             f"const float x_b{i} = b{i}[stitch_bidx(e, b{i}_inner, b{i}_count)];"
             for i in range(len(self.bcast))
         ]
         return lines
+
+
+VIEW_DIMS = 6  # STITCH_VIEW_DIMS (templates/common.cuh), _STITCH_VIEW_DIMS (runtime.py)
+
+
+def view_fields(i: int) -> list[str]:
+    """Kernel parameters describing view operand i: packed flags, then sizes and strides."""
+    return [f"f{i}_v{j}" for j in range(1 + 2 * VIEW_DIMS)]
+
+
+def is_view(classifier: Classifier, ref: Any) -> bool:
+    """Did the trace see `ref` as a non-contiguous tensor (a view its readers address directly)?"""
+    if not isinstance(ref, fx.Node):
+        return False
+    value = classifier.value(ref)
+    return isinstance(value, torch.Tensor) and value.numel() > 1 and not value.is_contiguous()
 
 
 def same_ref(a: Any, b: Any) -> bool:
@@ -124,7 +160,10 @@ def build_chain(
         if not isinstance(value, torch.Tensor):
             raise CodegenError(f"operand {ref} is neither a tensor nor a number")
         if tuple(value.shape) == tuple(shape):
-            return f"x_f{find(chain.full, ref)}", None
+            i = find(chain.full, ref)
+            if is_view(classifier, ref):
+                chain.views.add(i)
+            return f"x_f{i}", None
         return f"x_b{find(chain.bcast, ref)}", None
 
     chain.uses_index = any(op.op in INDEX_OPS for op in ops)

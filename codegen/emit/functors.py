@@ -26,7 +26,7 @@ def _indent(lines: list[str], spaces: int) -> str:
 def _vec4_lines(chain: Chain, results: list[str], arrays: list[str]) -> list[str]:
     """Statements computing elements e..e+3 of each `results` value into the float[4] `arrays`."""
     vec = [f"float F{i}[4];" for i in range(len(chain.full))]
-    vec += [f"stitch_ld4(f{i} + e, F{i});" for i in range(len(chain.full))]
+    vec += [chain.load4(i) for i in range(len(chain.full))]
     vec += [f"float B{i}[4];" for i in range(len(chain.bcast))]
     vec += [f"stitch_bload4(b{i}, e, b{i}_inner, b{i}_count, B{i});" for i in range(len(chain.bcast))]
     inner = ["const int64_t ei = e + k;"] if chain.uses_index else []
@@ -62,10 +62,11 @@ def pro_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
     """A StitchPro_* struct for a row kernel's input with its prologue fused.
 
     load(e) gives element e; load4(e, v) elements e..e+3 through 16-byte loads, valid when the host
-    has checked vec_ok() (every full operand 16-byte aligned) and e is a multiple of 4.
+    has checked vec_ok() (every full operand 16-byte aligned; views check their own) and e is a
+    multiple of 4.
     """
     body = chain.loads() + chain.lines + [f"return {chain.var(result)};"]
-    aligned = " && ".join(f"stitch_aligned16(f{i})" for i in range(len(chain.full))) or "true"
+    aligned = " && ".join(chain.aligned()) or "true"
     methods = (
         "  __device__ __forceinline__ float load(int64_t e) const {\n"
         + _indent(body, 4)

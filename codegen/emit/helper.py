@@ -72,13 +72,18 @@ class Helper:
         return f"launch[{name!r}]"
 
     def prepare_chain(self, chain: Chain, prefix: str, shape_var: str, compute_shape: bool) -> None:
-        """Make full operands contiguous, fix the chain's shape, compute broadcast (inner, count)."""
+        """Make full operands contiguous (views: describe their strides), fix the chain's shape,
+        compute broadcast (inner, count)."""
         for i, ref in enumerate(chain.full):
-            self.lines.append(f"{prefix}f{i} = {self.ref(ref)}.contiguous()")
+            self.lines.append(
+                f"{prefix}f{i} = {self.ref(ref)}" + ("" if i in chain.views else ".contiguous()")
+            )
         if compute_shape:
             self.lines.append(f"{shape_var} = {self.chain_shape(chain, prefix)}")
         for i in range(1 if compute_shape and chain.full else 0, len(chain.full)):
             self.lines.append(f"_stitch_same_shape({prefix}f{i}, {shape_var})")
+        for i in sorted(chain.views):
+            self.lines.append(f"{prefix}f{i}, {prefix}f{i}_v = _stitch_view({prefix}f{i})")
         for i, ref in enumerate(chain.bcast):
             self.lines.append(
                 f"{prefix}b{i}, {prefix}b{i}_inner, {prefix}b{i}_count = _stitch_bc({self.ref(ref)}, {shape_var})"
@@ -93,6 +98,7 @@ class Helper:
         for i in range(len(chain.bcast)):
             args += [f"{prefix}b{i}_inner", f"{prefix}b{i}_count"]
         args += [f"{prefix}s{i}" for i in range(len(chain.scalars))]
+        args += [f"*{prefix}f{i}_v" for i in sorted(chain.views)]
         return args
 
     def chain_shape(self, chain: Chain, prefix: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from codegen.emit.chain import Chain, ChainOp, CodegenError, ModuleRef, Token, build_chain, spec_ops
+from codegen.emit.chain import Chain, ChainOp, CodegenError, ModuleRef, Token, build_chain, is_view, spec_ops
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.functors import epi_functor, ew_functor, pro_functor
 from codegen.emit.helper import Helper
@@ -116,8 +116,7 @@ class GroupWriter:
         struct, out_fields = ew_functor(self.unit, chain, outputs, group.id)
         params = chain.fields() + out_fields + [("int64_t", "n"), ("int", "unroll"), ("int", "threads")]
         init = _init(struct, "f", chain.fields() + out_fields, "")
-        aligned = [f"stitch_aligned16(f{i})" for i in range(len(chain.full))]
-        aligned += [f"stitch_aligned16(o{j})" for j in range(len(outputs))]
+        aligned = chain.aligned() + [f"stitch_aligned16(o{j})" for j in range(len(outputs))]
         body = "\n".join(
             [
                 init,
@@ -212,7 +211,9 @@ class GroupWriter:
         source = anchor.args["input"]
         pro_chain = build_chain(self.classifier, spec_ops(group.prologue), self.shape(source))
         pro_result = group.prologue[-1].node if group.prologue else source
-        pro_chain.full = pro_chain.full if group.prologue else [source]
+        if not group.prologue:  # the kernel reads the input itself (through its strides if a view)
+            pro_chain.full = [source]
+            pro_chain.views = {0} if is_view(self.classifier, source) else set()
         value_node = (
             group.trail[-1].node if group.trail else group.absorbed[-1] if group.absorbed else anchor.node
         )

@@ -109,6 +109,37 @@ def _stitch_same_shape(t: torch.Tensor, shape: tuple[int, ...]) -> None:
         raise ValueError(f"operand shape {tuple(t.shape)} differs from the planned {tuple(shape)}")
 
 
+_STITCH_VIEW_DIMS: int = 6  # STITCH_VIEW_DIMS in templates/common.cuh
+
+
+def _stitch_view(t: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """(tensor, description) of a full operand that kernels read through its strides
+    (stitch_view_offset in templates/common.cuh): [packed flags, 6 sizes, 6 strides].
+
+    Size-1 dims are dropped and dims contiguous with each other merged, so a contiguous tensor is one
+    dim read at offset e; a layout still over 6 dims is copied contiguous first.
+    """
+    dims: list[tuple[int, int]] = []
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    if len(dims) > _STITCH_VIEW_DIMS:
+        t = t.contiguous()
+        dims = [(t.numel(), 1)]
+    dims = dims or [(1, 1)]
+    size, stride = dims[-1]
+    rows4 = stride == 1 and t.data_ptr() % 16 == 0
+    if len(dims) > 1:
+        rows4 = rows4 and size % 4 == 0 and all(s % 4 == 0 for _, s in dims[:-1])
+    flags = len(dims) | (16 if t.numel() < 2**31 else 0) | (32 if rows4 else 0)
+    pad = _STITCH_VIEW_DIMS - len(dims)
+    return t, [flags, *(d[0] for d in dims), *[1] * pad, *(d[1] for d in dims), *[0] * pad]
+
+
 def _stitch_bc(t: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, int, int]:
     """(tensor, inner, count) so that element e of `shape` reads tensor[(e // inner) % count].
 

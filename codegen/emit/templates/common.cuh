@@ -117,6 +117,52 @@ __device__ __forceinline__ void stitch_bload4(const float* p, int64_t e, int64_t
   }
 }
 
+// A full-shape operand read through its own sizes and strides (a transposed, permuted or sliced view,
+// codegen/emit/chain.py) instead of a contiguous copy made first. The host (_stitch_view in
+// codegen/emit/runtime.py) merges the dims it can, and packs into `desc` the dim count (low 4 bits),
+// whether 32-bit division suffices (bit 4) and whether four consecutive elements from a multiple of 4
+// are one aligned float4 (bit 5); sizes z and strides s come outermost first.
+#define STITCH_VIEW_DIMS 6
+__host__ __device__ __forceinline__ int64_t stitch_view_offset(int64_t e, int64_t desc, int64_t z0, int64_t z1, int64_t z2, int64_t z3, int64_t z4, int64_t z5, int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t s4, int64_t s5) {
+  const int nd = (int)(desc & 15);
+  if (nd == 1) return e * s0;
+  const int64_t z[STITCH_VIEW_DIMS] = {z0, z1, z2, z3, z4, z5};
+  const int64_t s[STITCH_VIEW_DIMS] = {s0, s1, s2, s3, s4, s5};
+  int64_t off = 0;
+  if (desc & 16) {
+    uint32_t r = (uint32_t)e;
+#pragma unroll
+    for (int d = STITCH_VIEW_DIMS - 1; d >= 1; --d) {
+      if (d < nd) {
+        const uint32_t q = r / (uint32_t)z[d];
+        off += (int64_t)(r - q * (uint32_t)z[d]) * s[d];
+        r = q;
+      }
+    }
+    return off + (int64_t)r * s[0];
+  }
+#pragma unroll
+  for (int d = STITCH_VIEW_DIMS - 1; d >= 1; --d) {
+    if (d < nd) {
+      const int64_t q = e / z[d];
+      off += (e - q * z[d]) * s[d];
+      e = q;
+    }
+  }
+  return off + e * s[0];
+}
+
+// Elements e..e+3 (e a multiple of 4) of a view operand: one float4 where the host found the rows
+// whole aligned float4s, else four offsets.
+__device__ __forceinline__ void stitch_view_ld4(const float* p, int64_t e, int64_t desc, int64_t z0, int64_t z1, int64_t z2, int64_t z3, int64_t z4, int64_t z5, int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t s4, int64_t s5, float v[4]) {
+  if (desc & 32) {
+    stitch_ld4(p + stitch_view_offset(e, desc, z0, z1, z2, z3, z4, z5, s0, s1, s2, s3, s4, s5), v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) v[k] = p[stitch_view_offset(e + k, desc, z0, z1, z2, z3, z4, z5, s0, s1, s2, s3, s4, s5)];
+}
+
 // NaN-propagating max/min and clamp, matching PyTorch.
 __device__ __forceinline__ float stitch_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float stitch_min(float a, float b) { return (a != a || a < b) ? a : b; }
