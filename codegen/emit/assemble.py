@@ -332,8 +332,11 @@ def _write_body(
         # Groups with identical helpers (an unrolled loop's steps) share one function.
         text = code.helper.source("@HELPER@")
         helper_name = out.helper_names.get(text)
-        if helper_name is None:
+        if helper_name is None:  # a group written differently in the TF32-matched body gets its own name
+            taken = set(out.helper_names.values())
             helper_name = code.helper.name
+            while helper_name in taken:
+                helper_name += "_alt"
             out.helper_names[text] = helper_name
             out.helpers.append(text.replace("@HELPER@", helper_name, 1))
         out.templates[group.id] = code.template

@@ -14,7 +14,7 @@ from typing import Any
 from codegen.emit.chain import ChainOp, Token, spec_ops
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
-from codegen.schedule.conv import conv_folds, conv_template
+from codegen.schedule.conv import conv_bias, conv_folds, conv_template
 from codegen.schedule.fusion import Group
 
 _SPATIAL = [(f"{name}{i}", "int64_t") for name in ("i", "k", "o", "p", "s", "d") for i in range(3)]
@@ -48,7 +48,7 @@ def write_conv(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     params = args["params"]
     fold = conv_folds(writer.classifier, group)
     x, w = helper.ref(args["input"]), helper.ref(args["weight"])
-    bias = args.get("bias")
+    bias = conv_bias(group)
     in_launcher = fold.bias is not None
     launcher_bias = helper.ref(bias) if in_launcher else "None"
     residual = helper.ref(fold.residual) if fold.residual is not None else "None"
@@ -60,11 +60,9 @@ def write_conv(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     key: Any = group.epilogue[fold.count - 1].node if fold.count else anchor.node
     chain_ops: list[ChainOp] = []
     if bias is not None and not in_launcher:  # the epilogue kernel adds the bias first
-        raw, bias_c = Token("raw", full=True), Token("bias_c", full=False)
-        ones = ", ".join(["1"] * params.nd)
-        helper.lines.append(f"bias_c = {helper.ref(bias)}.view(-1, {ones})")
-        helper.locals.update({raw: "out", bias_c: "bias_c"})
-        chain_ops.append(ChainOp("add", [raw, bias_c], {}, anchor.node))
+        raw = Token("raw", full=True)
+        helper.locals[raw] = "out"
+        chain_ops.append(helper.conv_bias_op(anchor, raw))
         key = raw
     chain_ops += spec_ops(group.epilogue[fold.count :])
     launches = writer.library_epilogue(helper, group, key, chain_ops)

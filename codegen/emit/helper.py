@@ -11,8 +11,8 @@ from typing import Any
 
 import torch.fx as fx
 
-from codegen.emit.chain import Chain, CodegenError, ModuleRef, Token, is_number, same_ref
-from codegen.frontend.ops import ModuleAttr, python_attr_path
+from codegen.emit.chain import Chain, ChainOp, CodegenError, ModuleRef, Token, is_number, same_ref
+from codegen.frontend.ops import ModuleAttr, OpSpec, python_attr_path
 
 
 class Helper:
@@ -56,6 +56,16 @@ class Helper:
         self.call_args.append(expr)
         self._params_by_ref.append((ref, name))
         return name
+
+    def conv_bias_op(self, conv: OpSpec, source: Any) -> ChainOp:
+        """`source + bias` per channel: the first op of a chain that applies a conv's bias outside
+        cuDNN (the conv's own epilogue kernel, or its reader's prologue); its key is the conv node,
+        so the ops after it read the biased value."""
+        bias_c = Token("bias_c", full=False)
+        ones = ", ".join(["1"] * conv.args["params"].nd)
+        self.lines.append(f"bias_c = {self.ref(conv.args['bias'])}.view(-1, {ones})")
+        self.locals[bias_c] = "bias_c"
+        return ChainOp("add", [source, bias_c], {}, conv.node)
 
     def knob(self, name: str, default: int) -> str:
         """A launch knob's value, read at every call from the program's STITCH_LAUNCH table.

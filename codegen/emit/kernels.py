@@ -202,6 +202,12 @@ class GroupWriter:
         helper.returns = [names[n] for n in group.outputs]
         return launches
 
+    def prologue_ops(self, group: Group, helper: Helper) -> list[ChainOp]:
+        """The group's prologue as chain ops, after the conv bias it adds first (Group.prologue_bias)."""
+        ops = spec_ops(group.prologue)
+        conv = group.prologue_bias
+        return ops if conv is None else [helper.conv_bias_op(conv, conv.node), *ops]
+
     # -- softmax / layernorm / reductions (and scans, emit/scan.py) with fused prologue and epilogue --
     def row_io(self, group: Group, helper: Helper) -> RowIO:
         """The fused load (prologue) and store (epilogue) functors of a row-family group; the helper
@@ -209,7 +215,7 @@ class GroupWriter:
         anchor = group.anchor
         assert anchor is not None
         source = anchor.args["input"]
-        pro_chain = build_chain(self.classifier, spec_ops(group.prologue), self.shape(source))
+        pro_chain = build_chain(self.classifier, self.prologue_ops(group, helper), self.shape(source))
         pro_result = group.prologue[-1].node if group.prologue else source
         if not group.prologue:  # the kernel reads the input itself (through its strides if a view)
             pro_chain.full = [source]

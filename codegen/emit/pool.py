@@ -1,18 +1,20 @@
-"""Code for a pool group: one launch of our pooling kernel (templates/pool.cuh), epilogue fused.
+"""Code for a pool group: one launch of our pooling kernel (templates/pool.cuh), prologue and
+epilogue fused.
 
 The helper computes the output shape at run time (PyTorch's formulas, ceil mode included), the
-launcher bakes the window constants in, and the group's elementwise epilogue is applied on store.
+launcher bakes the window constants in; the group's elementwise prologue (a chain before the pool,
+or a conv's epilogue and bias: schedule/fusion.py) is applied on load, its epilogue on store.
 """
 
 from __future__ import annotations
 
 from codegen.emit.chain import build_chain, spec_ops
-from codegen.emit.functors import epi_functor
+from codegen.emit.functors import epi_functor, pro_functor
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
 from codegen.emit.row_io import functor_init, prefixed
 from codegen.frontend.pool_ops import PoolParams
-from codegen.schedule.fusion import Group
+from codegen.schedule.fusion import Group, pool_template
 
 _MODES = {"max": 0, "avg": 1, "adaptive_avg": 2, "adaptive_max": 3}
 
@@ -28,10 +30,21 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     assert anchor is not None
     params: PoolParams = anchor.args["params"]
     nd = params.nd
-    helper.lines += [
-        f"x = {helper.ref(anchor.args['input'])}.contiguous()",
-        f"lead, sizes = x.shape[:-{nd}], x.shape[-{nd}:]",
-    ]
+    source = anchor.args["input"]
+    if group.prologue:  # the input is the prologue's result, computed on load, never stored
+        pro_chain = build_chain(writer.classifier, writer.prologue_ops(group, helper), writer.shape(source))
+        pro = pro_functor(writer.unit, pro_chain, group.prologue[-1].node, group.id)
+        helper.prepare_chain(pro_chain, "p_", "p_shape", compute_shape=True)
+        pro_fields = prefixed(pro_chain.fields(), "p_")
+        pro_init = functor_init(pro, "pro", pro_chain.fields(), "p_")
+        pro_args = helper.chain_args(pro_chain, "p_")
+        device = "p_f0" if pro_chain.full else "p_b0"
+    else:
+        helper.lines.append(f"x = {helper.ref(source)}.contiguous()")
+        helper.lines.append("p_shape = tuple(x.shape)")
+        pro, pro_fields = "StitchPoolInput", [("const float*", "x")]
+        pro_init, pro_args, device = "  const StitchPoolInput pro{x};", ["x.data_ptr()"], "x"
+    helper.lines.append(f"lead, sizes = p_shape[:-{nd}], p_shape[-{nd}:]")
     outs = []
     for i in range(nd):
         if params.adaptive:
@@ -46,7 +59,7 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
             outs.append(f"o{i}")
     helper.lines += [
         f"out_sizes = ({', '.join(outs)},)",
-        "y = torch.empty(tuple(lead) + out_sizes, device=x.device, dtype=torch.float32)",
+        f"y = torch.empty(tuple(lead) + out_sizes, device={device}.device, dtype=torch.float32)",
         "planes = math.prod(lead)",
         "i3 = (1,) * (3 - len(sizes)) + tuple(sizes)",
         "o3 = (1,) * (3 - len(out_sizes)) + tuple(out_sizes)",
@@ -68,17 +81,18 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     )
     dims = [("int64_t", n) for n in ("planes", "id", "ih", "iw", "od", "oh", "ow")]
     epi_fields = prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
-    launch_params = [("const float*", "x"), ("float*", "y"), *dims, *epi_fields]
+    launch_params = [*pro_fields, ("float*", "y"), *dims, *epi_fields]
     launch_params += [("int", "threads"), ("int", "per_sm")]
     body = "\n".join(
         [
+            pro_init,
             functor_init(epi, "epi", epi_chain.fields(), "e_"),
             shape_init,
-            f"  return stitch_pool_run<{_MODES[params.kind]}, {epi}>(x, y, s, epi, StitchLaunch{{threads, per_sm}}, stream);",
+            f"  return stitch_pool_run<{_MODES[params.kind]}, {pro}, {epi}>(pro, y, s, epi, StitchLaunch{{threads, per_sm}}, stream);",
         ]
     )
     launcher = writer.unit.launcher("pool", launch_params, body, group.id)
-    call = ["x.data_ptr()", "y.data_ptr()", "planes", "i3[0]", "i3[1]", "i3[2]", "o3[0]", "o3[1]", "o3[2]"]
+    call = [*pro_args, "y.data_ptr()", "planes", "i3[0]", "i3[1]", "i3[2]", "o3[0]", "o3[1]", "o3[2]"]
     if epi_chain.ops:
         helper.lines.append("y_shape = tuple(y.shape)")
         helper.prepare_chain(epi_chain, "e_", "y_shape", False)
@@ -86,4 +100,4 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     call += [helper.knob("threads", 256), helper.knob("per_sm", 8)]
     helper.lines.append(f"_ext.{launcher}({', '.join(call + ['_stitch_stream(y)'])})")
     helper.returns = ["y" for _ in group.outputs]
-    return f"pool_{params.kind}" + ("+epilogue" if group.epilogue else ""), 1
+    return pool_template(group), 1

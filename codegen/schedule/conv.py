@@ -46,10 +46,15 @@ def _full_tensor(classifier: Classifier, ref: Any, shape: tuple[int, ...]) -> bo
     return isinstance(value, torch.Tensor) and value.dtype == torch.float32 and tuple(value.shape) == shape
 
 
+def conv_bias(group: Group) -> Any:
+    """The bias this group adds: none when its reader's prologue adds it (fusion.Group.bias_moved)."""
+    return None if group.bias_moved else _anchor(group).args.get("bias")
+
+
 def conv_folds(classifier: Classifier, group: Group) -> ConvFold:
     """The launcher's share of a conv group at its demotion level (level 1: nothing folded)."""
     anchor = _anchor(group)
-    bias = anchor.args.get("bias")
+    bias = conv_bias(group)
     fold = ConvFold(bias=bias)
     if group.level > 0:
         return ConvFold(rest=len(group.epilogue))
@@ -88,7 +93,7 @@ def conv_template(classifier: Classifier, group: Group) -> str:
     name = "cudnn_conv_transpose" if anchor.args["params"].transposed else "cudnn_conv"
     if fold.in_launcher:
         name += "+bias_act"
-    if fold.rest or (group.level > 0 and anchor.args.get("bias") is not None):
+    if fold.rest or (group.level > 0 and conv_bias(group) is not None):
         name += "+ew_epilogue"
     return name
 
@@ -96,7 +101,7 @@ def conv_template(classifier: Classifier, group: Group) -> str:
 def conv_launches(classifier: Classifier, group: Group) -> int:
     """cuDNN call plus our epilogue kernel (the launcher's own bias/act pass counted as one)."""
     fold = conv_folds(classifier, group)
-    separate = fold.rest > 0 or (group.level > 0 and _anchor(group).args.get("bias") is not None)
+    separate = fold.rest > 0 or (group.level > 0 and conv_bias(group) is not None)
     return 1 + (1 if separate or fold.in_launcher else 0)
 
 
@@ -120,7 +125,9 @@ def conv_describe(classifier: Classifier, group: Group, where: str) -> tuple[str
         parts = [n for n, on in (("bias", fold.bias), ("residual", fold.residual), ("relu", fold.relu)) if on]
         detail += f"; {'+'.join(parts)} in the launcher (cudnnConvolutionBiasActivationForward or our kernel)"
     epilogue = [s.op for s in group.epilogue[fold.count :]]
-    if fold.rest or (group.level > 0 and anchor.args.get("bias") is not None):
-        with_bias = ["bias"] if anchor.args.get("bias") is not None else []
+    if fold.rest or (group.level > 0 and conv_bias(group) is not None):
+        with_bias = ["bias"] if conv_bias(group) is not None else []
         detail += f"; one fused elementwise epilogue kernel for {with_bias + epilogue}"
+    if group.bias_moved:
+        detail += "; its bias is added by the reader's prologue"
     return f"{anchor.op} + epilogue {[s.op for s in group.epilogue]}", detail

@@ -22,7 +22,7 @@ and epilogue kernels); 2 reference (the group's ops stay PyTorch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -51,9 +51,10 @@ from codegen.frontend.ops import (
     Classifier,
     OpSpec,
 )
-from codegen.schedule.conv import conv_has_split_form
+from codegen.schedule.conv import conv_folds, conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN, AXIS)
+PROLOGUE_FAMILIES = (*ROW_FAMILIES, POOL)  # kernels that apply an elementwise chain on load
 ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN, COPY) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
@@ -94,6 +95,12 @@ class Group:
     absorbed: list[fx.Node] = field(default_factory=list)  # e.g. getitem(max(x, dim), 0)
     outputs: list[fx.Node] = field(default_factory=list)
     save_prologue: bool = False
+    # A conv whose whole epilogue became its reader's prologue leaves its bias to that prologue too
+    # (`bias_moved` on the conv group, `prologue_bias` the conv on the reader), so the conv output is
+    # read once, by the reader, after cuDNN wrote it; realize() undoes the move when either group is
+    # demoted.
+    bias_moved: bool = False
+    prologue_bias: OpSpec | None = None
     reason: str = ""
     level: int = 0
     split_part: str = ""  # for the pieces of a split group: 'prologue', 'anchor', 'epilogue', 'op'
@@ -240,7 +247,7 @@ class FusionPlanner:
         if spec.family in (ELEMENTWISE, VIEW, SCALAR):
             return True
         return (
-            spec.family in ROW_FAMILIES
+            spec.family in PROLOGUE_FAMILIES
             and spec.args.get("input") is producer
             and self.by_node[producer].family == ELEMENTWISE
         )
@@ -363,11 +370,11 @@ class FusionPlanner:
         return [o for s in group.specs for o in tensor_operands(self.classifier, s) if o not in members]
 
     def _take_as_prologue(self, group: Group, spec: OpSpec, steps: list[Step]) -> Group | None:
-        """Fold the open elementwise chain (or a gemm's trailing epilogue) into a row op's loads, or a
-        channel concatenation into the batch norm that is its only reader."""
+        """Fold the open elementwise chain (or a gemm's or conv's trailing epilogue) into a row op's
+        or a pool's loads, or a channel concatenation into the batch norm that is its only reader."""
         if spec.family == BATCH_NORM:
             return _batch_norm_of_concat(group, spec)
-        if spec.family not in ROW_FAMILIES or spec.args.get("input") is not group.tail:
+        if spec.family not in PROLOGUE_FAMILIES or spec.args.get("input") is not group.tail:
             return None
         if _shape(self.classifier, group.tail) != _shape(self.classifier, spec.args["input"]):
             return None
@@ -379,8 +386,8 @@ class FusionPlanner:
                     return None
             merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(chain))
             merged.save_prologue = any(u is not spec.node for u in group.tail.users)
-            if merged.save_prologue and spec.family == REDUCTION:
-                return None  # templates/reduce.cuh cannot store the prologue's result: a kernel of its own
+            if merged.save_prologue and spec.family in (REDUCTION, POOL):
+                return None  # reduce.cuh / pool.cuh cannot store the prologue's result: a kernel of its own
         elif group.kind == GEMM and len(group.tail.users) == 1:
             fold = gemm_folds(self.classifier, group)
             kept, stolen = group.epilogue[: fold.count], group.epilogue[fold.count :]
@@ -400,9 +407,33 @@ class FusionPlanner:
             self._finish(group)
             steps.append(Step(group=group))
             merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(stolen))
+        elif group.kind == CONV and group.epilogue and len(group.tail.users) == 1:
+            merged = self._take_conv_epilogue(group, spec, steps)
+            if merged is None:
+                return None
         else:
             return None
         return self._wrap(merged)
+
+    def _take_conv_epilogue(self, group: Group, spec: OpSpec, steps: list[Step]) -> Group | None:
+        """A conv whose epilogue is a pass of its own (schedule/conv.py: more than the launcher's bias,
+        residual and ReLU) gives that whole epilogue, and its bias, to the reader's loads."""
+        if conv_folds(self.classifier, group).rest == 0:
+            return None
+        anchor = group.anchor
+        assert anchor is not None
+        stolen = group.epilogue
+        nodes = {anchor.node} | {s.node for s in stolen}
+        for s in stolen[:-1]:
+            if any(u not in nodes for u in s.node.users):
+                return None
+        group.epilogue = []
+        group.bias_moved = anchor.args.get("bias") is not None
+        self._finish(group)
+        steps.append(Step(group=group))
+        merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(stolen))
+        merged.prologue_bias = anchor if group.bias_moved else None
+        return merged
 
     def _wrap(self, group: Group) -> Group:
         """Give an anchor group the nodes its kernel absorbs (max's indices getitem, a scan's flips)."""
@@ -463,6 +494,14 @@ def _batch_norm_of_concat(group: Group, spec: OpSpec) -> Group | None:
     return Group(id="", kind=BATCH_NORM, anchor=spec, lead=[cat])
 
 
+def pool_template(group: Group) -> str:
+    """The plan's and the program's name for a pool group's kernel."""
+    anchor = group.anchor
+    assert anchor is not None
+    name = f"pool_{anchor.args['params'].kind}"
+    return name + ("+prologue" if group.prologue else "") + ("+epilogue" if group.epilogue else "")
+
+
 def has_split_form(classifier: Classifier, group: Group) -> bool:
     """Does demotion level 1 produce different code from level 0 for this group?"""
     if group.kind == ELEMENTWISE:
@@ -477,11 +516,41 @@ def has_split_form(classifier: Classifier, group: Group) -> bool:
     return bool(group.prologue or group.epilogue)
 
 
+def _kept_bias_moves(steps: list[Step], levels: dict[str, int]) -> set[fx.Node]:
+    """The convs whose bias moves into their reader's prologue at these levels: both as planned."""
+    conv_level = {
+        s.group.anchor.node: levels.get(s.group.id, 0)
+        for s in steps
+        if s.group is not None and s.group.bias_moved and s.group.anchor is not None
+    }
+    return {
+        s.group.prologue_bias.node
+        for s in steps
+        if s.group is not None
+        and s.group.prologue_bias is not None
+        and levels.get(s.group.id, 0) == 0
+        and conv_level.get(s.group.prologue_bias.node, 1) == 0
+    }
+
+
+def _with_bias_moves(group: Group, kept: set[fx.Node]) -> Group:
+    """`group` with a bias move undone when the other group of the pair is demoted."""
+    if group.bias_moved and group.anchor is not None and group.anchor.node not in kept:
+        return replace(group, bias_moved=False)
+    if group.prologue_bias is not None and group.prologue_bias.node not in kept:
+        return replace(group, prologue_bias=None)
+    return group
+
+
 def realize(steps: list[Step], levels: dict[str, int]) -> list[Step]:
     """Apply demotion levels (by base group id) to the planned steps."""
     out: list[Step] = []
+    kept = _kept_bias_moves(steps, levels)
     for step in steps:
         group = step.group
+        if group is not None:
+            step = Step(group=_with_bias_moves(group, kept))
+            group = step.group
         if group is None or not group.covered:
             out.append(step)
             continue

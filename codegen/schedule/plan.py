@@ -38,6 +38,7 @@ from codegen.schedule.fusion import (
     Group,
     Step,
     gemm_folds,
+    pool_template,
 )
 from codegen.schedule.rnn import rnn_describe, rnn_launches_of, rnn_template
 from codegen.schedule.streams import branch_streams
@@ -188,8 +189,7 @@ def _template(classifier: Classifier, group: Group) -> str:
     if group.kind == "group_norm":
         return "gn_stats+ew"
     if group.kind == "pool":
-        assert anchor is not None
-        return f"pool_{anchor.args['params'].kind}" + ("+epilogue" if group.epilogue else "")
+        return pool_template(group)
     if group.kind == RNN:
         return rnn_template(group)
     if group.kind == COPY:

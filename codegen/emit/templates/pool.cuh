@@ -1,8 +1,16 @@
 // lib pool: max / average / adaptive pooling over the last 1-3 dims of a contiguous [planes, D, H, W]
 // tensor (1-D and 2-D pools use D = 1, H = 1). One thread per output element, grid-stride; the
 // window loops read each input row segment with consecutive threads on consecutive outputs, so the
-// loads of a warp fall in a few cache lines. Epi::apply(v, e) fuses the group's elementwise epilogue
-// into the store. MODE: 0 max, 1 average, 2 adaptive average, 3 adaptive max.
+// loads of a warp fall in a few cache lines. Pro::load(i) reads input element i (StitchPoolInput: the
+// tensor itself; a StitchPro_* functor: through the group's elementwise prologue, e.g. a conv's bias
+// and epilogue, recomputed where windows overlap, so that chain's result is never written);
+// Epi::apply(v, e) fuses the group's elementwise epilogue into the store.
+// MODE: 0 max, 1 average, 2 adaptive average, 3 adaptive max.
+
+struct StitchPoolInput {
+  const float* x;
+  __device__ __forceinline__ float load(int64_t i) const { return __ldg(x + i); }
+};
 
 struct StitchPoolShape {
   int64_t planes;
@@ -19,8 +27,8 @@ __device__ __forceinline__ void stitch_adaptive_window(int64_t o, int64_t in, in
   end = ((o + 1) * in + out - 1) / out;
 }
 
-template <int MODE, class Epi>
-__global__ void stitch_pool_kernel(const float* __restrict__ x, float* __restrict__ y, StitchPoolShape s, Epi epi) {
+template <int MODE, class Pro, class Epi>
+__global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, Epi epi) {
   const int64_t total = s.planes * s.od * s.oh * s.ow;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
@@ -30,7 +38,7 @@ __global__ void stitch_pool_kernel(const float* __restrict__ x, float* __restric
     t /= s.oh;
     const int64_t od = t % s.od;
     const int64_t plane = t / s.od;
-    const float* xp = x + plane * s.id * s.ih * s.iw;
+    const int64_t xp = plane * s.id * s.ih * s.iw;  // the plane's first input element
     float v;
     if (MODE == 2 || MODE == 3) {
       int64_t d0, d1, h0, h1, w0, w1;
@@ -40,9 +48,9 @@ __global__ void stitch_pool_kernel(const float* __restrict__ x, float* __restric
       float acc = MODE == 2 ? 0.f : -INFINITY;
       for (int64_t d = d0; d < d1; ++d)
         for (int64_t h = h0; h < h1; ++h) {
-          const float* row = xp + (d * s.ih + h) * s.iw;
+          const int64_t row = xp + (d * s.ih + h) * s.iw;
           for (int64_t w = w0; w < w1; ++w) {
-            const float a = __ldg(row + w);
+            const float a = pro.load(row + w);
             acc = MODE == 2 ? acc + a : ((a > acc || a != a) ? a : acc);
           }
         }
@@ -55,11 +63,11 @@ __global__ void stitch_pool_kernel(const float* __restrict__ x, float* __restric
         for (int b = 0; b < s.kh; ++b) {
           const int64_t h = oh * s.sh - s.ph + (int64_t)b * s.dh;
           if (h < 0 || h >= s.ih) continue;
-          const float* row = xp + (d * s.ih + h) * s.iw;
+          const int64_t row = xp + (d * s.ih + h) * s.iw;
           for (int c = 0; c < s.kw; ++c) {
             const int64_t w = ow * s.sw - s.pw + (int64_t)c * s.dw;
             if (w < 0 || w >= s.iw) continue;
-            const float q = __ldg(row + w);
+            const float q = pro.load(row + w);
             if (q > acc || q != q) acc = q;  // NaN propagates, as in PyTorch
           }
         }
@@ -80,8 +88,8 @@ __global__ void stitch_pool_kernel(const float* __restrict__ x, float* __restric
       float acc = 0.f;
       for (int64_t d = d0; d < d1; ++d)
         for (int64_t h = h0; h < h1; ++h) {
-          const float* row = xp + (d * s.ih + h) * s.iw;
-          for (int64_t w = w0; w < w1; ++w) acc += __ldg(row + w);
+          const int64_t row = xp + (d * s.ih + h) * s.iw;
+          for (int64_t w = w0; w < w1; ++w) acc += pro.load(row + w);
         }
       const int64_t count = s.divisor > 0 ? (int64_t)s.divisor
                                           : (s.count_include_pad ? padded : (d1 - d0) * (h1 - h0) * (w1 - w0));
@@ -91,11 +99,12 @@ __global__ void stitch_pool_kernel(const float* __restrict__ x, float* __restric
   }
 }
 
-template <int MODE, class Epi>
-int stitch_pool_run(const float* x, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, cudaStream_t stream) {
+template <int MODE, class Pro, class Epi>
+int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, cudaStream_t stream) {
   const int64_t total = s.planes * s.od * s.oh * s.ow;
   if (total <= 0) return (int)cudaGetLastError();
   const StitchLaunch c = stitch_launch_or(cfg, 256, 8);  // the launch table's knobs, else 256 and 8 per SM
-  stitch_pool_kernel<MODE, Epi><<<stitch_grid(total, c.threads, c.per_sm), c.threads, 0, stream>>>(x, y, s, epi);
+  stitch_pool_kernel<MODE, Pro, Epi><<<stitch_grid(total, c.threads, c.per_sm), c.threads, 0, stream>>>(pro, y, s,
+                                                                                                        epi);
   return (int)cudaGetLastError();
 }
