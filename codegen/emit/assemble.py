@@ -51,7 +51,7 @@ CORE_HELPERS = (
     "_stitch_bc",
 )
 GEMM_HELPERS = ("_stitch_mat", "_stitch_mm")
-VIEW_HELPERS = ("_STITCH_VIEW_DIMS", "_stitch_view")  # operands read through their strides
+VIEW_HELPERS = ("_STITCH_VIEW_DIMS", "_stitch_dims", "_stitch_view")  # tensors read through their strides
 CONV_HELPERS = ("_STITCH_CONV_WORKSPACES", "_stitch_conv_out_size", "_stitch_conv3", "_stitch_conv")
 CUDNN_BUILD_HELPERS = ("_stitch_cudnn_paths",)
 FAMILY_WRITERS = {
@@ -415,7 +415,7 @@ def _program_text(
         names += CORE_HELPERS
         if uses_gemm:
             names += GEMM_HELPERS
-        if any("_stitch_view(" in helper for helper in helpers):
+        if any("_stitch_view(" in helper or "_stitch_dims(" in helper for helper in helpers):
             names += VIEW_HELPERS
         if uses_cudnn:
             names += CUDNN_BUILD_HELPERS + CONV_HELPERS

@@ -218,16 +218,7 @@ def _gather(helper: Helper, args: dict, epi: str, epi_init: str, alias: bool) ->
         else f"y = torch.empty({out}, device=x.device, dtype=torch.float32)",
     ]
     if mode in ("contiguous", "clone"):  # merge dims contiguous with each other: fewer divisions
-        helper.lines += [
-            "dims = []",
-            "for size, stride in zip(x.shape, x.stride()):",
-            "    if size == 1:",
-            "        continue",
-            "    if dims and dims[-1][1] == stride * size:",
-            "        dims[-1] = (dims[-1][0] * size, stride)",
-            "    else:",
-            "        dims.append((size, stride))",
-        ]
+        helper.lines.append("dims = _stitch_dims(x)")
     else:  # a triangle mask reads rows and columns from the last two dims
         helper.lines.append("dims = list(zip(x.shape, x.stride()))")
     helper.lines += [

@@ -112,13 +112,9 @@ def _stitch_same_shape(t: torch.Tensor, shape: tuple[int, ...]) -> None:
 _STITCH_VIEW_DIMS: int = 6  # STITCH_VIEW_DIMS in templates/common.cuh
 
 
-def _stitch_view(t: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
-    """(tensor, description) of a full operand that kernels read through its strides
-    (stitch_view_offset in templates/common.cuh): [packed flags, 6 sizes, 6 strides].
-
-    Size-1 dims are dropped and dims contiguous with each other merged, so a contiguous tensor is one
-    dim read at offset e; a layout still over 6 dims is copied contiguous first.
-    """
+def _stitch_dims(t: torch.Tensor) -> list[tuple[int, int]]:
+    """(size, stride) of t's dims, outermost first, size-1 dims dropped and dims contiguous with each
+    other merged: the fewest dims a kernel's index math has to divide by."""
     dims: list[tuple[int, int]] = []
     for size, stride in zip(t.shape, t.stride(), strict=True):
         if size == 1:
@@ -127,6 +123,17 @@ def _stitch_view(t: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
             dims[-1] = (dims[-1][0] * size, stride)
         else:
             dims.append((size, stride))
+    return dims
+
+
+def _stitch_view(t: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """(tensor, description) of a full operand that kernels read through its strides
+    (stitch_view_offset in templates/common.cuh): [packed flags, 6 sizes, 6 strides].
+
+    Size-1 dims are dropped and dims contiguous with each other merged, so a contiguous tensor is one
+    dim read at offset e; a layout still over 6 dims is copied contiguous first.
+    """
+    dims = _stitch_dims(t)
     if len(dims) > _STITCH_VIEW_DIMS:
         t = t.contiguous()
         dims = [(t.numel(), 1)]

@@ -21,6 +21,7 @@ from support.nvcc_build import NVCC, build_and_load
 
 from codegen.emit.assemble import Options, assemble
 from codegen.emit.expressions import op_expr
+from codegen.emit.runtime import _stitch_dims
 from codegen.frontend.ops import COPY, ELEMENTWISE, OTHER
 from codegen.policy import OfflinePolicy
 from codegen.schedule.plan import analyse
@@ -453,19 +454,6 @@ def _emulate_counting(binary: Path, *args: Any) -> tuple[torch.Tensor, int]:
     return torch.tensor([float(v) for v in proc.stdout.split()]), int(proc.stderr.split()[-1])
 
 
-def _collapsed(view: torch.Tensor) -> list[tuple[int, int]]:
-    """The same dim merge as the helper writes (codegen/emit/layout.py), applied to a real view."""
-    dims: list[tuple[int, int]] = []
-    for size, stride in zip(view.shape, view.stride(), strict=True):
-        if size == 1:
-            continue
-        if dims and dims[-1][1] == stride * size:
-            dims[-1] = (dims[-1][0] * size, stride)
-        else:
-            dims.append((size, stride))
-    return dims
-
-
 @pytest.mark.parametrize("wide", [0, 1])
 @pytest.mark.parametrize(
     "make",
@@ -480,7 +468,7 @@ def _collapsed(view: torch.Tensor) -> list[tuple[int, int]]:
 def test_the_gather_kernel_copies_strided_views(emulator: Path, make: Any, wide: int) -> None:
     base = torch.arange(2 * 6 * 5 * 7, dtype=torch.float32).view(2, 6, 5, 7)
     view = make(base)
-    dims = _collapsed(view)
+    dims = _stitch_dims(view)  # the dim merge the helper does
     sizes, strides = [d[0] for d in dims], [d[1] for d in dims]
     got = _emulate(emulator, "gather", 0, wide, 0, len(dims), *sizes, *strides, base.numel())
     # element i of the base holds i, and the helper passes data_ptr() (the view's first element)
