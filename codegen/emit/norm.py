@@ -2,7 +2,9 @@
 
 templates/groupnorm.cuh sums each (sample, group) slab in double and turns the sums into a
 per-(sample, channel) mean and scale (rstd x gamma); the normalisation `(x - mean) * scale + beta`
-is the elementwise `bn_affine` op, so the group's epilogue fuses into that single pass.
+is the elementwise `bn_affine` op, so the group's epilogue fuses into that single pass. A group with
+a prologue (the chain before it, or a conv's epilogue and bias) applies it on load in both passes,
+so its result is never written.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from codegen.emit.chain import ChainOp, Token, build_chain, spec_ops
+from codegen.emit.functors import pro_functor
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
+from codegen.emit.row_io import functor_init, prefixed
 from codegen.schedule.fusion import Group
 
 GN_STATS_PARAMS: list[tuple[str, str]] = [
@@ -45,22 +49,27 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     args = anchor.args
     ones = ", 1" * (len(writer.shape(anchor.node)) - 2)
     groups = "c" if args["groups"] is None else str(args["groups"])
+    prologue = writer.prologue_ops(group, helper)
+    if prologue:
+        stats, x = _prologue_stats(writer, group, helper, prologue)
+    else:
+        helper.lines += [f"x = {helper.ref(args['input'])}.contiguous()", "p_shape = tuple(x.shape)"]
+        stats, x = "_ext.gn_stats(x.data_ptr(), ", "x"
     helper.lines += [
-        f"x = {helper.ref(args['input'])}.contiguous()",
-        "n, c = x.shape[0], x.shape[1]",
+        "n, c = p_shape[0], p_shape[1]",
         f"groups = {groups}",
-        "seg = x[0].numel() // groups",
-        "stream = _stitch_stream(x)",
-        "sums = torch.zeros(2, n * groups, device=x.device, dtype=torch.float64)",
-        "mean = torch.empty(n, c, device=x.device, dtype=torch.float32)",
-        "scale = torch.empty(n, c, device=x.device, dtype=torch.float32)",
+        "seg = math.prod(p_shape[1:]) // groups",
+        f"stream = _stitch_stream({x})",
+        f"sums = torch.zeros(2, n * groups, device={x}.device, dtype=torch.float64)",
+        f"mean = torch.empty(n, c, device={x}.device, dtype=torch.float32)",
+        f"scale = torch.empty(n, c, device={x}.device, dtype=torch.float32)",
     ]
     if args.get("weight") is not None:
         helper.lines += [f"gamma = {helper.ref(args['weight'])}.contiguous()", "gamma_ptr = gamma.data_ptr()"]
     else:
         helper.lines.append("gamma_ptr = 0")
     helper.lines += [
-        "_ext.gn_stats(x.data_ptr(), sums[0].data_ptr(), sums[1].data_ptr(), n * groups, seg, stream)",
+        f"{stats}sums[0].data_ptr(), sums[1].data_ptr(), n * groups, seg, stream)",
         "_ext.gn_finalize(sums[0].data_ptr(), sums[1].data_ptr(), gamma_ptr, mean.data_ptr(), scale.data_ptr(),"
         f" n, c, groups, float(seg), {float(args['eps'])!r}, stream)",
         f"mean_c, scale_c = mean.view(n, c{ones}), scale.view(n, c{ones})",
@@ -71,8 +80,32 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     if args.get("bias") is not None:
         helper.lines.append(f"beta_c = {helper.ref(args['bias'])}.view(-1{ones})")
         operands.append(beta_t)
-    ops = [ChainOp("bn_affine", operands, {}, anchor.node)] + spec_ops(group.epilogue)
+    ops = [*prologue, ChainOp("bn_affine", operands, {}, anchor.node)] + spec_ops(group.epilogue)
     chain = build_chain(writer.classifier, ops, writer.shape(anchor.node))
-    helper.locals[args["input"]] = "x"
+    if not prologue:
+        helper.locals[args["input"]] = "x"
     helper.returns = writer._ew_call(helper, chain, group.outputs, group, "e_", None)
-    return "gn_stats+ew" + ("_epilogue" if group.epilogue else ""), 3
+    return "gn_stats+ew" + ("_prologue" if prologue else "") + ("_epilogue" if group.epilogue else ""), 3
+
+
+def _prologue_stats(
+    writer: GroupWriter, group: Group, helper: Helper, prologue: list[ChainOp]
+) -> tuple[str, str]:
+    """A statistics launcher of this group's own that loads through its prologue. Returns the start
+    of its call (the prologue's operands; the sums and sizes follow) and a tensor on the input's
+    device; sets `p_shape`."""
+    anchor = group.anchor
+    assert anchor is not None
+    chain = build_chain(writer.classifier, prologue, writer.shape(anchor.args["input"]))
+    pro = pro_functor(writer.unit, chain, group.prologue[-1].node, group.id)
+    helper.prepare_chain(chain, "p_", "p_shape", compute_shape=True)
+    params = [*prefixed(chain.fields(), "p_"), *GN_STATS_PARAMS[1:]]
+    body = "\n".join(
+        [
+            functor_init(pro, "pro", chain.fields(), "p_"),
+            "  return stitch_gn_stats_run(pro, sum, sumsq, rows, seg, stream);",
+        ]
+    )
+    launcher = writer.unit.launcher("gn_stats", params, body, group.id)
+    device = "p_f0" if chain.full else "p_b0"
+    return f"_ext.{launcher}({', '.join(helper.chain_args(chain, 'p_'))}, ", device

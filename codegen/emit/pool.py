@@ -42,8 +42,8 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     else:
         helper.lines.append(f"x = {helper.ref(source)}.contiguous()")
         helper.lines.append("p_shape = tuple(x.shape)")
-        pro, pro_fields = "StitchPoolInput", [("const float*", "x")]
-        pro_init, pro_args, device = "  const StitchPoolInput pro{x};", ["x.data_ptr()"], "x"
+        pro, pro_fields = "StitchInput", [("const float*", "x")]
+        pro_init, pro_args, device = "  const StitchInput pro{x};", ["x.data_ptr()"], "x"
     helper.lines.append(f"lead, sizes = p_shape[:-{nd}], p_shape[-{nd}:]")
     outs = []
     for i in range(nd):

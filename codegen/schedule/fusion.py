@@ -54,7 +54,7 @@ from codegen.frontend.ops import (
 from codegen.schedule.conv import conv_folds, conv_has_split_form
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN, AXIS)
-PROLOGUE_FAMILIES = (*ROW_FAMILIES, POOL)  # kernels that apply an elementwise chain on load
+PROLOGUE_FAMILIES = (*ROW_FAMILIES, POOL, NORM)  # kernels that apply an elementwise chain on load
 ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN, COPY) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
@@ -386,8 +386,8 @@ class FusionPlanner:
                     return None
             merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(chain))
             merged.save_prologue = any(u is not spec.node for u in group.tail.users)
-            if merged.save_prologue and spec.family in (REDUCTION, POOL):
-                return None  # reduce.cuh / pool.cuh cannot store the prologue's result: a kernel of its own
+            if merged.save_prologue and spec.family in (REDUCTION, POOL, NORM):
+                return None  # these kernels cannot store the prologue's result: a kernel of its own
         elif group.kind == GEMM and len(group.tail.users) == 1:
             fold = gemm_folds(self.classifier, group)
             kept, stolen = group.epilogue[: fold.count], group.epilogue[fold.count :]

@@ -187,7 +187,9 @@ def _template(classifier: Classifier, group: Group) -> str:
     if group.kind == CONV:
         return conv_template(classifier, group)
     if group.kind == "group_norm":
-        return "gn_stats+ew"
+        return (
+            "gn_stats+ew" + ("_prologue" if group.prologue else "") + ("_epilogue" if group.epilogue else "")
+        )
     if group.kind == "pool":
         return pool_template(group)
     if group.kind == RNN:

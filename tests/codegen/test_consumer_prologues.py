@@ -1,6 +1,7 @@
-"""Elementwise chains applied on load by the op that reads them (schedule/fusion.py): a pool takes
-the chain before it as its prologue, and a conv whose epilogue would be a pass of its own hands that
-epilogue, bias included, to its reader (a pool or a row kernel), so the conv output is read once.
+"""Elementwise chains applied on load by the op that reads them (schedule/fusion.py): a pool or a
+group norm takes the chain before it as its prologue, and a conv whose epilogue would be a pass of
+its own hands that epilogue, bias included, to its reader (a pool, a group norm or a row kernel), so
+the conv output is not written twice.
 
 Numerics of the kernels need a GPU (tests/gpu/test_pool_gpu.py runs the `pool` fixture); here: the
 grouping, the code each side writes, demotion undoing the bias move, the all-PyTorch programs on
@@ -44,6 +45,7 @@ def get_init_inputs():
 """
 
 CONV_POOL = "torch.tanh(self.pool(F.hardswish(self.conv(x) - 0.5)))"
+GN = "F.group_norm(torch.sigmoid(self.conv(x) * 2.0), 4) + 1.0"
 
 
 def task(body: str, bias: bool = True) -> Task:
@@ -66,8 +68,10 @@ def helper_text(source: str, name: str) -> str:
         ("self.pool(torch.relu(self.conv(x)))", True, ["cudnn_conv+bias_act", "pool_max"]),
         # the epilogue's result has another reader: it is written once, as before
         ("(y := self.conv(x) * 2.0), self.pool(y)", True, ["cudnn_conv+ew_epilogue", "pool_max"]),
-        # a row kernel reading a conv's epilogue takes it the same way
+        # a row kernel or a group norm reading a conv's epilogue takes it the same way
         ("(F.gelu(self.conv(x)) * 0.5).sum(dim=1)", True, ["cudnn_conv", "reduce_cols+prologue"]),
+        (GN, True, ["cudnn_conv", "gn_stats+ew_prologue_epilogue"]),
+        ("F.instance_norm(torch.tanh(x) * 2.0)", True, ["gn_stats+ew_prologue"]),
     ],
 )
 def test_readers_apply_the_chain_before_them_on_load(body: str, bias: bool, templates: list[str]) -> None:
@@ -83,7 +87,7 @@ def test_the_conv_leaves_its_bias_to_the_pool() -> None:
     assert "_ext." not in conv
     assert "bias_c = a0.view(-1, 1, 1)" in pool and "_stitch_bc(bias_c, p_shape)" in pool
     assert "self.conv.bias, conv" in program.source  # the forward passes the bias to the pool
-    assert "StitchPoolInput" not in program.cuda_src.split("// group g2")[1]
+    assert "StitchInput pro" not in program.cuda_src.split("// group g2")[1]
 
 
 @pytest.mark.parametrize(("levels", "conv_bias"), [({"g2": 1}, True), ({"g2": 2}, True), ({"g1": 2}, False)])
@@ -99,9 +103,18 @@ def test_demoting_either_group_gives_the_bias_back_to_the_conv(
         assert "self.conv(x)  # g1: PyTorch" in source
 
 
+@pytest.mark.parametrize("body", [CONV_POOL, GN])
 @pytest.mark.parametrize("bias", [True, False])
-def test_the_all_pytorch_program_still_matches(bias: bool) -> None:
-    assert_demoted_program_matches(task(CONV_POOL, bias), 2)
+def test_the_all_pytorch_program_still_matches(body: str, bias: bool) -> None:
+    assert_demoted_program_matches(task(body, bias), 2)
+
+
+def test_the_group_norm_statistics_load_through_the_prologue() -> None:
+    program = assemble(analyse(task(GN)), Options())
+    norm = helper_text(program.source, "_g2")
+    assert "_ext.gn_stats(" not in norm and "_ext.gn_stats_" in norm  # the group's own launcher
+    assert norm.count("_stitch_bc(bias_c,") == 2  # both passes add the conv's bias
+    assert "stitch_gn_stats_run(pro," in program.cuda_src
 
 
 def test_the_tf32_matched_forward_names_its_own_pool_helper() -> None:
@@ -123,3 +136,7 @@ def test_a_pool_with_a_conv_prologue_builds_with_nvcc(tmp_path: Path) -> None:
     program.write_text(assemble(analyse(task(CONV_POOL)), Options()).source)
     launchers = build_and_load(program, problem)
     assert "conv" in launchers and sum(n.startswith("pool_") for n in launchers) == 2
+    problem.write_text(task(GN).source)
+    program.write_text(assemble(analyse(task(GN)), Options()).source)
+    launchers = build_and_load(program, problem)
+    assert "gn_stats" in launchers and any(n.startswith("gn_stats_") for n in launchers)

@@ -163,6 +163,15 @@ __device__ __forceinline__ void stitch_view_ld4(const float* p, int64_t e, int64
   for (int k = 0; k < 4; ++k) v[k] = p[stitch_view_offset(e + k, desc, z0, z1, z2, z3, z4, z5, s0, s1, s2, s3, s4, s5)];
 }
 
+// A kernel's input read as it is, with the interface of a generated StitchPro_* prologue functor
+// (codegen/emit/functors.py), so that a kernel templated on its loads takes either.
+struct StitchInput {
+  const float* x;
+  __device__ __forceinline__ float load(int64_t i) const { return __ldg(x + i); }
+  __device__ __forceinline__ void load4(int64_t i, float v[4]) const { stitch_ld4(x + i, v); }
+  bool vec_ok() const { return stitch_aligned16(x); }
+};
+
 // NaN-propagating max/min and clamp, matching PyTorch.
 __device__ __forceinline__ float stitch_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float stitch_min(float a, float b) { return (a != a || a < b) ? a : b; }

@@ -5,26 +5,28 @@
 // and scale (rstd times gamma); the normalisation is a generated elementwise kernel (bn_affine) with
 // the group's epilogue fused, as for batch norm.
 
-__global__ void stitch_gn_stats_kernel(const float* x, double* sum, double* sumsq, int64_t rows, int64_t seg,
-                                       int64_t chunk, int64_t splits, int vec) {
+template <class Pro>
+__global__ void stitch_gn_stats_kernel(Pro pro, double* sum, double* sumsq, int64_t rows, int64_t seg, int64_t chunk,
+                                       int64_t splits, int vec) {
   __shared__ double red[32];
   for (int64_t job = blockIdx.x; job < rows * splits; job += gridDim.x) {
     const int64_t row = job / splits;
     const int64_t begin = (job % splits) * chunk;
     const int64_t end = min(begin + chunk, seg);
-    const float* p = x + row * seg;
+    const int64_t first = row * seg;  // the slab's first element
     double s = 0.0;
     double q = 0.0;
     if (vec) {  // begin, end and the slab start are multiples of 4 floats
       for (int64_t k = begin + 4 * (int64_t)threadIdx.x; k < end; k += 4 * (int64_t)blockDim.x) {
-        const float4 v = *reinterpret_cast<const float4*>(p + k);
-        const double a = v.x, b = v.y, c = v.z, d = v.w;
+        float v[4];
+        pro.load4(first + k, v);
+        const double a = v[0], b = v[1], c = v[2], d = v[3];
         s += (a + b) + (c + d);
         q += (a * a + b * b) + (c * c + d * d);
       }
     } else {
       for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
-        const double a = (double)p[k];
+        const double a = (double)pro.load(first + k);
         s += a;
         q += a * a;
       }
@@ -53,7 +55,10 @@ __global__ void stitch_gn_finalize_kernel(const double* sum, const double* sumsq
   scale_out[i] = (float)(w / sqrt(var + (double)eps));
 }
 
-extern "C" int stitch_gn_stats(const float* x, double* sum, double* sumsq, int64_t rows, int64_t seg,
+// Pro: StitchInput (the tensor) or a group's StitchPro_* functor (its elementwise prologue, e.g. a
+// conv's bias and epilogue, applied on load; its launcher is generated with the group).
+template <class Pro>
+static int stitch_gn_stats_run(const Pro& pro, double* sum, double* sumsq, int64_t rows, int64_t seg,
                                cudaStream_t stream) {
   if (rows * seg <= 0) return (int)cudaGetLastError();
   const int threads = seg >= 4096 ? 512 : 256;
@@ -63,11 +68,16 @@ extern "C" int stitch_gn_stats(const float* x, double* sum, double* sumsq, int64
   const int64_t splits = want < 1 ? 1 : (want > most ? (most < 1 ? 1 : most) : want);
   int64_t chunk = (seg + splits - 1) / splits;
   chunk = (chunk + 3) / 4 * 4;
-  const int vec = (seg % 4 == 0) && stitch_aligned16(x);
+  const int vec = (seg % 4 == 0) && pro.vec_ok();
   const int64_t jobs = rows * splits;
   const unsigned grid = (unsigned)(jobs < 2147483647LL ? jobs : 2147483647LL);
-  stitch_gn_stats_kernel<<<grid, threads, 0, stream>>>(x, sum, sumsq, rows, seg, chunk, splits, vec);
+  stitch_gn_stats_kernel<Pro><<<grid, threads, 0, stream>>>(pro, sum, sumsq, rows, seg, chunk, splits, vec);
   return (int)cudaGetLastError();
+}
+
+extern "C" int stitch_gn_stats(const float* x, double* sum, double* sumsq, int64_t rows, int64_t seg,
+                               cudaStream_t stream) {
+  return stitch_gn_stats_run(StitchInput{x}, sum, sumsq, rows, seg, stream);
 }
 
 extern "C" int stitch_gn_finalize(const double* sum, const double* sumsq, const float* weight, float* mean_out,

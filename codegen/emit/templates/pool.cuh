@@ -1,16 +1,12 @@
 // lib pool: max / average / adaptive pooling over the last 1-3 dims of a contiguous [planes, D, H, W]
 // tensor (1-D and 2-D pools use D = 1, H = 1). One thread per output element, grid-stride; the
 // window loops read each input row segment with consecutive threads on consecutive outputs, so the
-// loads of a warp fall in a few cache lines. Pro::load(i) reads input element i (StitchPoolInput: the
+// loads of a warp fall in a few cache lines. Pro::load(i) reads input element i (StitchInput: the
 // tensor itself; a StitchPro_* functor: through the group's elementwise prologue, e.g. a conv's bias
 // and epilogue, recomputed where windows overlap, so that chain's result is never written);
 // Epi::apply(v, e) fuses the group's elementwise epilogue into the store.
 // MODE: 0 max, 1 average, 2 adaptive average, 3 adaptive max.
 
-struct StitchPoolInput {
-  const float* x;
-  __device__ __forceinline__ float load(int64_t i) const { return __ldg(x + i); }
-};
 
 struct StitchPoolShape {
   int64_t planes;
