@@ -408,9 +408,10 @@ class FusionPlanner:
             steps.append(Step(group=group))
             merged = Group(id="", kind=spec.family, anchor=spec, prologue=list(stolen))
         elif group.kind == CONV and group.epilogue and len(group.tail.users) == 1:
-            merged = self._take_conv_epilogue(group, spec, steps)
-            if merged is None:
+            taken = self._take_conv_epilogue(group, spec, steps)
+            if taken is None:
                 return None
+            merged = taken
         else:
             return None
         return self._wrap(merged)
@@ -424,9 +425,9 @@ class FusionPlanner:
         assert anchor is not None
         stolen = group.epilogue
         nodes = {anchor.node} | {s.node for s in stolen}
-        for s in stolen[:-1]:
-            if any(u not in nodes for u in s.node.users):
-                return None
+        for node in (anchor.node, *(s.node for s in stolen[:-1])):
+            if any(u not in nodes for u in node.users):
+                return None  # read elsewhere too: that reader needs it written (and with its bias)
         group.epilogue = []
         group.bias_moved = anchor.args.get("bias") is not None
         self._finish(group)

@@ -66,8 +66,9 @@ def helper_text(source: str, name: str) -> str:
         ("F.avg_pool2d(x * 2.0 + 1.0, 3, padding=1)", True, ["pool_avg+prologue"]),
         # the launcher folds bias + ReLU itself: nothing to move
         ("self.pool(torch.relu(self.conv(x)))", True, ["cudnn_conv+bias_act", "pool_max"]),
-        # the epilogue's result has another reader: it is written once, as before
+        # the epilogue's result, or the conv's own, has another reader: written once, as before
         ("(y := self.conv(x) * 2.0), self.pool(y)", True, ["cudnn_conv+ew_epilogue", "pool_max"]),
+        ("(c := self.conv(x)), self.pool(c * 2.0)", True, ["cudnn_conv+ew_epilogue", "pool_max"]),
         # a row kernel or a group norm reading a conv's epilogue takes it the same way
         ("(F.gelu(self.conv(x)) * 0.5).sum(dim=1)", True, ["cudnn_conv", "reduce_cols+prologue"]),
         (GN, True, ["cudnn_conv", "gn_stats+ew_prologue_epilogue"]),
