@@ -120,6 +120,14 @@ def is_view(classifier: Classifier, ref: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.numel() > 1 and not value.is_contiguous()
 
 
+def rows_read_in_place(classifier: Classifier, chain: Chain) -> Chain:
+    """A prologue chain's views, kept only where their innermost dim has unit stride: row kernels,
+    pools and norms may load an element more than once, and a strided load at every pass costs
+    more than one copy first (an elementwise kernel reads each element once and keeps them all)."""
+    chain.views = {i for i in chain.views if int(classifier.value(chain.full[i]).stride()[-1]) == 1}
+    return chain
+
+
 def same_ref(a: Any, b: Any) -> bool:
     """One operand: fx nodes and tokens by identity, constants and module attributes by value."""
     if isinstance(a, (fx.Node, Token)) or isinstance(b, (fx.Node, Token)):

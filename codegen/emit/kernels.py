@@ -18,7 +18,17 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from codegen.emit.chain import Chain, ChainOp, CodegenError, ModuleRef, Token, build_chain, is_view, spec_ops
+from codegen.emit.chain import (
+    Chain,
+    ChainOp,
+    CodegenError,
+    ModuleRef,
+    Token,
+    build_chain,
+    is_view,
+    rows_read_in_place,
+    spec_ops,
+)
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.functors import epi_functor, ew_functor, pro_functor
 from codegen.emit.helper import Helper
@@ -220,6 +230,7 @@ class GroupWriter:
         if not group.prologue:  # the kernel reads the input itself (through its strides if a view)
             pro_chain.full = [source]
             pro_chain.views = {0} if is_view(self.classifier, source) else set()
+        rows_read_in_place(self.classifier, pro_chain)
         value_node = (
             group.trail[-1].node if group.trail else group.absorbed[-1] if group.absorbed else anchor.node
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codegen.emit.chain import ChainOp, Token, build_chain, spec_ops
+from codegen.emit.chain import ChainOp, Token, build_chain, rows_read_in_place, spec_ops
 from codegen.emit.functors import pro_functor
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
@@ -96,7 +96,9 @@ def _prologue_stats(
     device; sets `p_shape`."""
     anchor = group.anchor
     assert anchor is not None
-    chain = build_chain(writer.classifier, prologue, writer.shape(anchor.args["input"]))
+    chain = rows_read_in_place(
+        writer.classifier, build_chain(writer.classifier, prologue, writer.shape(anchor.args["input"]))
+    )
     pro = pro_functor(writer.unit, chain, group.prologue[-1].node, group.id)
     helper.prepare_chain(chain, "p_", "p_shape", compute_shape=True)
     params = [*prefixed(chain.fields(), "p_"), *GN_STATS_PARAMS[1:]]

@@ -116,7 +116,7 @@ def test_a_layout_of_seven_unmergeable_dims_is_copied_first() -> None:
 
 def test_transposed_inputs_of_chains_and_rows_are_read_in_place() -> None:
     body = (
-        "x.transpose(1, 2) * 2.0 + y, torch.softmax(x.transpose(1, 2), -1), torch.relu(y) - x.transpose(1, 2)"
+        "x.transpose(1, 2) * 2.0 + y, torch.softmax(x.transpose(0, 1), -1), torch.relu(y) - x.transpose(1, 2)"
     )
     program = assemble(analyse(task(body)), Options())
     assert program.uncovered_ops == []
@@ -124,6 +124,12 @@ def test_transposed_inputs_of_chains_and_rows_are_read_in_place() -> None:
     assert source.count("= _stitch_view(") == 3 and "def _stitch_view(" in source  # three readers
     assert "f1 = a1.contiguous()" in source  # y itself is contiguous: read as before
     assert "stitch_view_ld4(f0" in program.cuda_src and "f0[stitch_view_offset(" in program.cuda_src
+
+
+def test_a_row_kernel_copies_a_view_whose_rows_are_strided() -> None:
+    """A softmax loads its row more than once: strided rows are copied contiguous first, as before."""
+    program = assemble(analyse(task("torch.softmax(x.transpose(1, 2), -1)")), Options())
+    assert "_stitch_view(" not in program.source and "p_f0 = a0.contiguous()" in program.source
 
 
 def test_contiguous_operands_keep_the_plain_path() -> None:
