@@ -352,7 +352,7 @@ static int stitch_axis_reduce_run(const Pro& pro, const Epi& epi, float* saved, 
   }
   StitchAxisState* ws = nullptr;
   if (parts > 1) {
-    stitch_keep_async_pool();
+    stitch_keep_async_pool(stream);
     const cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(StitchAxisState) * outputs * parts,
                                             stream);
     if (err != cudaSuccess) return (int)err;

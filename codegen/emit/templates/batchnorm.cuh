@@ -134,7 +134,7 @@ extern "C" int stitch_bn_stats(const float* x, const float* weight, float* runni
     int64_t span = 0;
     slices = stitch_bn_slices(N, C, HW, stitch_sm_count(), vec, &span);
     const StitchLaunch c = stitch_launch_or(StitchLaunch{threads, 1}, span >= 8192 ? 512 : 256, 1);
-    stitch_keep_async_pool();
+    stitch_keep_async_pool(stream);
     err = cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * 2 * C * slices, stream);
     if (err != cudaSuccess) return (int)err;
     stitch_bn_partial_kernel<<<dim3((unsigned)C, (unsigned)slices), c.threads, 0, stream>>>(x, partial, N, C, HW,

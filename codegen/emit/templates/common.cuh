@@ -231,7 +231,7 @@ __device__ __forceinline__ T stitch_block_reduce(T v, Op op, T identity, T* shar
 
 // The default memory pool keeps freed memory between calls, so a kernel's stream-ordered workspace
 // (cudaMallocAsync / cudaFreeAsync, capturable in a CUDA graph) costs no real allocation after the first.
-static inline void stitch_keep_async_pool() {
+static inline void stitch_keep_async_pool(cudaStream_t stream) {
   static bool done[64] = {false};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
@@ -239,6 +239,11 @@ static inline void stitch_keep_async_pool() {
     return;
   }
   if (done[dev]) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    (void)cudaGetLastError();
+    return;  // changing the pool inside a capture would invalidate it: the next plain call does it
+  }
   done[dev] = true;
   cudaMemPool_t pool;
   if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
@@ -262,7 +267,7 @@ static int stitch_two_pass_rows(int64_t rows, int64_t cols, bool align4, int per
     parts = 1;
     chunk = cols;
   }
-  stitch_keep_async_pool();
+  stitch_keep_async_pool(stream);
   T* ws = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(T) * per_part * rows * parts, stream);
   if (err != cudaSuccess) return (int)err;

@@ -299,7 +299,7 @@ extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float
   void* workspace = stitch_lt_workspace(device, stream);
   void* own = nullptr;  // a stream-ordered workspace of this call's own when the table has none for it
   if (workspace == nullptr) {
-    stitch_keep_async_pool();
+    stitch_keep_async_pool(stream);
     if (cudaMallocAsync(&own, STITCH_GEMM_WORKSPACE, stream) != cudaSuccess) return (int)cudaGetLastError();
     workspace = own;
   }

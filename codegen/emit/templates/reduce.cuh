@@ -192,7 +192,7 @@ static int stitch_reduce_split(const Pro& pro, const Epi& epi, float* y, int64_t
     return -1;
   }
   const int64_t outputs = outer * inner;
-  stitch_keep_async_pool();
+  stitch_keep_async_pool(stream);
   float* ws = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(float) * outputs * parts, stream);
   if (err != cudaSuccess) return (int)err;

@@ -258,7 +258,7 @@ static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, flo
   if (tiles > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
   // Stream-ordered scratch (status words + the ticket counter), zeroed on the stream: capturable in a CUDA graph.
   const size_t bytes = (size_t)(tiles + 1) * sizeof(unsigned long long);
-  stitch_keep_async_pool();  // common.cuh: the look-back scratch is allocated on every call
+  stitch_keep_async_pool(stream);  // common.cuh: the look-back scratch is allocated on every call
   void* scratch = nullptr;
   cudaError_t err = cudaMallocAsync(&scratch, bytes, stream);
   if (err != cudaSuccess) return (int)err;
