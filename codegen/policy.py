@@ -14,7 +14,8 @@ from typing import Any
 
 from codegen.advice import advice_for, choose_optimisation
 from codegen.emit.assemble import Options, Program, assemble
-from codegen.schedule.fusion import ELEMENTWISE, REFERENCE, has_split_form
+from codegen.schedule.demotion import has_split_form
+from codegen.schedule.fusion import ELEMENTWISE, REFERENCE
 from codegen.schedule.plan import Analysis, analyse, build_plan
 from codegen.schedule.repair import plan_fix
 from graph.artifacts import Candidate, CoderMode, Feedback, Finding, Plan, Profile, Task, TestResult

@@ -37,7 +37,8 @@ from codegen.emit.streams import on_streams
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
 from codegen.frontend.ops import AXIS, CONV, COPY, NORM, POOL, RNN, SCAN
 from codegen.frontend.source import indent
-from codegen.schedule.fusion import REFERENCE, Group, Step, realize
+from codegen.schedule.demotion import realize
+from codegen.schedule.fusion import REFERENCE, Group, Step
 from codegen.schedule.plan import Analysis
 from codegen.schedule.precision import tf32_matched_levels
 from codegen.schedule.streams import StreamStep, plan_streams, step_of

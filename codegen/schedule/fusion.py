@@ -1,4 +1,4 @@
-"""Group classified ops into fusion groups, and demote groups level by level when they fail.
+"""Group classified ops into fusion groups (their demotion when they fail: schedule/demotion.py).
 
 A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kernel):
 - elementwise: a run of elementwise ops of one output shape (other operands broadcast into it);
@@ -7,7 +7,9 @@ A group becomes one kernel (or one cuBLASLt call plus at most one epilogue kerne
   dim): the row op, an elementwise prologue feeding it, and an elementwise epilogue after it;
 - batch_norm: training-mode BatchNorm2d (batch statistics) with its elementwise epilogue;
 - conv: a convolution of any kind (cuDNN) with the elementwise ops after it (schedule/conv.py);
-- pool / group_norm: our pooling kernel or group/instance-norm statistics, elementwise epilogue fused.
+- pool / group_norm: our pooling kernel or group/instance-norm statistics, with an elementwise
+  prologue on load and epilogue fused; a conv whose epilogue would be a pass of its own hands it,
+  bias included, to such a reader (or a row op) instead.
 Everything else stays PyTorch ('reference').
 
 Nodes are first re-scheduled so that an elementwise consumer directly follows its producer when the
@@ -15,14 +17,13 @@ graph allows it (a pure topological re-ordering), then grouped greedily in that 
 metadata nodes (views, size arithmetic) that do not depend on an open group are emitted before it,
 so that `x * s + bias.view(1, -1, 1, 1)` still fuses.
 
-Demotion levels (what `fix` does to a group that fails): 0 as planned; 1 split (gemm: cuBLASLt without
-fused epilogue + one epilogue kernel; elementwise: one kernel per op; row ops: separate prologue
-and epilogue kernels); 2 reference (the group's ops stay PyTorch).
+Demotion levels (what `fix` does to a group that fails): 0 as planned, 1 split, 2 reference
+(schedule/demotion.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -51,7 +52,7 @@ from codegen.frontend.ops import (
     Classifier,
     OpSpec,
 )
-from codegen.schedule.conv import conv_folds, conv_has_split_form
+from codegen.schedule.conv import conv_folds
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN, AXIS)
 PROLOGUE_FAMILIES = (*ROW_FAMILIES, POOL, NORM)  # kernels that apply an elementwise chain on load
@@ -97,8 +98,8 @@ class Group:
     save_prologue: bool = False
     # A conv whose whole epilogue became its reader's prologue leaves its bias to that prologue too
     # (`bias_moved` on the conv group, `prologue_bias` the conv on the reader), so the conv output is
-    # read once, by the reader, after cuDNN wrote it; realize() undoes the move when either group is
-    # demoted.
+    # read once, by the reader, after cuDNN wrote it; demotion.realize() undoes the move when either
+    # group is demoted.
     bias_moved: bool = False
     prologue_bias: OpSpec | None = None
     reason: str = ""
@@ -501,127 +502,3 @@ def pool_template(group: Group) -> str:
     assert anchor is not None
     name = f"pool_{anchor.args['params'].kind}"
     return name + ("+prologue" if group.prologue else "") + ("+epilogue" if group.epilogue else "")
-
-
-def has_split_form(classifier: Classifier, group: Group) -> bool:
-    """Does demotion level 1 produce different code from level 0 for this group?"""
-    if group.kind == ELEMENTWISE:
-        return len(group.epilogue) > 1
-    if group.kind == GEMM:
-        assert group.anchor is not None
-        return gemm_folds(classifier, group).count > 0 or group.anchor.args.get("bias") is not None
-    if group.kind == CONV:
-        return conv_has_split_form(classifier, group)
-    if group.kind == BATCH_NORM and group.lead:  # the concatenation it reads becomes a kernel again
-        return True
-    return bool(group.prologue or group.epilogue)
-
-
-def _kept_bias_moves(steps: list[Step], levels: dict[str, int]) -> set[fx.Node]:
-    """The convs whose bias moves into their reader's prologue at these levels: both as planned."""
-    conv_level = {
-        s.group.anchor.node: levels.get(s.group.id, 0)
-        for s in steps
-        if s.group is not None and s.group.bias_moved and s.group.anchor is not None
-    }
-    return {
-        s.group.prologue_bias.node
-        for s in steps
-        if s.group is not None
-        and s.group.prologue_bias is not None
-        and levels.get(s.group.id, 0) == 0
-        and conv_level.get(s.group.prologue_bias.node, 1) == 0
-    }
-
-
-def _with_bias_moves(group: Group, kept: set[fx.Node]) -> Group:
-    """`group` with a bias move undone when the other group of the pair is demoted."""
-    if group.bias_moved and group.anchor is not None and group.anchor.node not in kept:
-        return replace(group, bias_moved=False)
-    if group.prologue_bias is not None and group.prologue_bias.node not in kept:
-        return replace(group, prologue_bias=None)
-    return group
-
-
-def realize(steps: list[Step], levels: dict[str, int]) -> list[Step]:
-    """Apply demotion levels (by base group id) to the planned steps."""
-    out: list[Step] = []
-    kept = _kept_bias_moves(steps, levels)
-    for step in steps:
-        group = step.group
-        if group is not None:
-            step = Step(group=_with_bias_moves(group, kept))
-            group = step.group
-        if group is None or not group.covered:
-            out.append(step)
-            continue
-        level = levels.get(group.id, 0)
-        if level <= 0:
-            out.append(step)
-        elif level >= 2:
-            # The absorbed getitems right after their anchor: the epilogue reads them.
-            head = group.prologue + group.lead + ([group.anchor] if group.anchor else [])
-            for i, spec in enumerate(group.specs):
-                for node in spec.args.get("lead", ()) if spec.family == ELEMENTWISE else ():
-                    # a comparison a masked fill absorbed (frontend/mask_ops.py) is computed again
-                    ref = Group(
-                        id=group.id, kind=REFERENCE, epilogue=[OpSpec(node, "compare", OTHER, "")], level=2
-                    )
-                    ref.outputs = [node]
-                    out.append(Step(group=ref))
-                ref = Group(id=group.id, kind=REFERENCE, epilogue=[spec], level=2, reason="demoted by fix")
-                ref.outputs = [spec.node]
-                out.append(Step(group=ref))
-                if i == len(head) - 1:
-                    out.extend(Step(spec=_view_spec(node)) for node in group.absorbed)
-            if not head:
-                out.extend(Step(spec=_view_spec(node)) for node in group.absorbed)
-        else:
-            out.extend(Step(group=g) for g in _split(group))
-    return out
-
-
-def _view_spec(node: fx.Node) -> OpSpec:
-    return OpSpec(node, "view", VIEW, "getitem")
-
-
-def _split(group: Group) -> list[Group]:
-    """Level 1: the same ops as separate kernels."""
-    pieces: list[Group] = []
-
-    def piece(kind: str, part: str, **kw: Any) -> Group:
-        g = Group(id=f"{group.id}.{len(pieces) + 1}", kind=kind, level=1, split_part=part, **kw)
-        pieces.append(g)
-        return g
-
-    if group.kind == ELEMENTWISE:
-        for spec in group.epilogue:
-            piece(ELEMENTWISE, "op", epilogue=[spec])
-    else:
-        for spec in group.prologue:
-            piece(ELEMENTWISE, "prologue", epilogue=[spec])
-        lead = list(group.lead)
-        if group.kind == BATCH_NORM and lead:  # the concatenation as its own copy kernel
-            piece(COPY, "lead", anchor=lead[0])
-            lead = []
-        anchor_piece = piece(
-            group.kind,
-            "anchor",
-            anchor=group.anchor,
-            absorbed=list(group.absorbed),
-            lead=lead,
-            trail=list(group.trail),
-        )
-        if group.kind in LIBRARY_FAMILIES:
-            anchor_piece.epilogue = list(group.epilogue)  # the plain library call + one epilogue kernel
-        else:
-            for spec in group.epilogue:
-                piece(ELEMENTWISE, "epilogue", epilogue=[spec])
-    if len(pieces) == 1:
-        pieces[0].id = group.id
-    for g in pieces:
-        members = set(g.members)
-        g.outputs = [n for n in g.members if any(u not in members for u in n.users)]
-        if g.tail not in g.outputs:
-            g.outputs.append(g.tail)
-    return pieces
