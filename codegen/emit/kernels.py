@@ -32,7 +32,7 @@ from codegen.emit.chain import (
 from codegen.emit.cuda_unit import CudaUnit
 from codegen.emit.functors import epi_functor, ew_functor, pro_functor
 from codegen.emit.helper import Helper
-from codegen.emit.row_io import RowIO
+from codegen.emit.row_io import Load, RowIO, prefixed
 from codegen.emit.row_io import functor_init as _init
 from codegen.frontend.ops import Classifier
 from codegen.schedule.fusion import (
@@ -224,13 +224,7 @@ class GroupWriter:
         gets `p_shape` (the input's shape) and the prologue's operands."""
         anchor = group.anchor
         assert anchor is not None
-        source = anchor.args["input"]
-        pro_chain = build_chain(self.classifier, self.prologue_ops(group, helper), self.shape(source))
-        pro_result = group.prologue[-1].node if group.prologue else source
-        if not group.prologue:  # the kernel reads the input itself (through its strides if a view)
-            pro_chain.full = [source]
-            pro_chain.views = {0} if is_view(self.classifier, source) else set()
-        rows_read_in_place(self.classifier, pro_chain)
+        load = self.prologue_load(group, helper)
         value_node = (
             group.trail[-1].node if group.trail else group.absorbed[-1] if group.absorbed else anchor.node
         )
@@ -238,10 +232,33 @@ class GroupWriter:
             self.classifier, spec_ops(group.epilogue), self.shape(value_node), seed=value_node
         )
         epi_result = group.epilogue[-1].node if group.epilogue else value_node
-        pro = pro_functor(self.unit, pro_chain, pro_result, group.id)
         epi = epi_functor(self.unit, epi_chain, epi_result, group.id)
-        helper.prepare_chain(pro_chain, "p_", "p_shape", compute_shape=True)
-        return RowIO.build(helper, pro_chain, epi_chain, pro, epi)
+        return RowIO.build(load, epi_chain, epi)
+
+    def prologue_load(self, group: Group, helper: Helper, ops: list[ChainOp] | None = None) -> Load:
+        """The group's fused load: its prologue (`ops` when the caller already wrote them with
+        prologue_ops) or its input itself, as a StitchPro_* functor; the helper gets the operands
+        (`p_` names) and `p_shape`, the input's shape."""
+        anchor = group.anchor
+        assert anchor is not None
+        source = anchor.args["input"]
+        ops = self.prologue_ops(group, helper) if ops is None else ops
+        chain = build_chain(self.classifier, ops, self.shape(source))
+        if not group.prologue:  # the kernel reads the input itself (through its strides if a view)
+            chain.full = [source]
+            chain.views = {0} if is_view(self.classifier, source) else set()
+        rows_read_in_place(self.classifier, chain)
+        result = group.prologue[-1].node if group.prologue else source
+        struct = pro_functor(self.unit, chain, result, group.id)
+        helper.prepare_chain(chain, "p_", "p_shape", compute_shape=True)
+        return Load(
+            chain=chain,
+            struct=struct,
+            fields=prefixed(chain.fields(), "p_"),
+            init=_init(struct, "pro", chain.fields(), "p_"),
+            args=helper.chain_args(chain, "p_"),
+            device="p_f0" if chain.full else "p_b0",
+        )
 
     def _row(self, group: Group, helper: Helper) -> tuple[str, int]:
         anchor = group.anchor

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from codegen.emit.chain import ChainOp, Token, build_chain, rows_read_in_place, spec_ops
-from codegen.emit.functors import pro_functor
+from codegen.emit.chain import ChainOp, Token, build_chain, spec_ops
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
-from codegen.emit.row_io import functor_init, prefixed
 from codegen.schedule.fusion import Group
 
 GN_STATS_PARAMS: list[tuple[str, str]] = [
@@ -49,7 +47,7 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     args = anchor.args
     ones = ", 1" * (len(writer.shape(anchor.node)) - 2)
     groups = "c" if args["groups"] is None else str(args["groups"])
-    prologue = writer.prologue_ops(group, helper)
+    prologue = writer.prologue_ops(group, helper)  # applied by both passes
     if prologue:
         stats, x = _prologue_stats(writer, group, helper, prologue)
     else:
@@ -94,20 +92,7 @@ def _prologue_stats(
     """A statistics launcher of this group's own that loads through its prologue. Returns the start
     of its call (the prologue's operands; the sums and sizes follow) and a tensor on the input's
     device; sets `p_shape`."""
-    anchor = group.anchor
-    assert anchor is not None
-    chain = rows_read_in_place(
-        writer.classifier, build_chain(writer.classifier, prologue, writer.shape(anchor.args["input"]))
-    )
-    pro = pro_functor(writer.unit, chain, group.prologue[-1].node, group.id)
-    helper.prepare_chain(chain, "p_", "p_shape", compute_shape=True)
-    params = [*prefixed(chain.fields(), "p_"), *GN_STATS_PARAMS[1:]]
-    body = "\n".join(
-        [
-            functor_init(pro, "pro", chain.fields(), "p_"),
-            "  return stitch_gn_stats_run(pro, sum, sumsq, rows, seg, stream);",
-        ]
-    )
-    launcher = writer.unit.launcher("gn_stats", params, body, group.id)
-    device = "p_f0" if chain.full else "p_b0"
-    return f"_ext.{launcher}({', '.join(helper.chain_args(chain, 'p_'))}, ", device
+    load = writer.prologue_load(group, helper, prologue)
+    body = f"{load.init}\n  return stitch_gn_stats_run(pro, sum, sumsq, rows, seg, stream);"
+    launcher = writer.unit.launcher("gn_stats", [*load.fields, *GN_STATS_PARAMS[1:]], body, group.id)
+    return f"_ext.{launcher}({', '.join(load.args)}, ", load.device

@@ -8,8 +8,8 @@ or a conv's epilogue and bias: schedule/fusion.py) is applied on load, its epilo
 
 from __future__ import annotations
 
-from codegen.emit.chain import build_chain, rows_read_in_place, spec_ops
-from codegen.emit.functors import epi_functor, pro_functor
+from codegen.emit.chain import build_chain, spec_ops
+from codegen.emit.functors import epi_functor
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
 from codegen.emit.row_io import functor_init, prefixed
@@ -32,14 +32,14 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     nd = params.nd
     source = anchor.args["input"]
     if group.prologue:  # the input is the prologue's result, computed on load, never stored
-        pro_chain = build_chain(writer.classifier, writer.prologue_ops(group, helper), writer.shape(source))
-        rows_read_in_place(writer.classifier, pro_chain)
-        pro = pro_functor(writer.unit, pro_chain, group.prologue[-1].node, group.id)
-        helper.prepare_chain(pro_chain, "p_", "p_shape", compute_shape=True)
-        pro_fields = prefixed(pro_chain.fields(), "p_")
-        pro_init = functor_init(pro, "pro", pro_chain.fields(), "p_")
-        pro_args = helper.chain_args(pro_chain, "p_")
-        device = "p_f0" if pro_chain.full else "p_b0"
+        load = writer.prologue_load(group, helper)
+        pro, pro_fields, pro_init, pro_args, device = (
+            load.struct,
+            load.fields,
+            load.init,
+            load.args,
+            load.device,
+        )
     else:
         helper.lines.append(f"x = {helper.ref(source)}.contiguous()")
         helper.lines.append("p_shape = tuple(x.shape)")

@@ -30,6 +30,19 @@ def prefixed(fields: list[tuple[str, str]], prefix: str) -> list[tuple[str, str]
 
 
 @dataclass
+class Load:
+    """A kernel's fused load (GroupWriter.prologue_load): the StitchPro_* functor over the group's
+    prologue, or over its input read as it is; row kernels, pools and norms take it alike."""
+
+    chain: Chain
+    struct: str  # the StitchPro_* functor
+    fields: list[tuple[str, str]]  # its launcher parameters (`p_` names)
+    init: str  # the C++ line constructing `pro` from them
+    args: list[str]  # the helper's arguments for them
+    device: str  # a helper tensor on the input's device
+
+
+@dataclass
 class RowIO:
     """What a row kernel's launcher needs of its fused prologue and epilogue (GroupWriter.row_io)."""
 
@@ -45,21 +58,20 @@ class RowIO:
     alloc: str  # `torch.empty({}, ...)` on the input's device, `{}` the shape
 
     @classmethod
-    def build(cls, helper: Helper, pro_chain: Chain, epi_chain: Chain, pro: str, epi: str) -> RowIO:
-        """After `helper` prepared the prologue's operands (`p_` names, `p_shape`)."""
-        pro_fields, epi_fields = pro_chain.fields(), epi_chain.fields()
-        device = "p_f0" if pro_chain.full else "p_b0"
+    def build(cls, load: Load, epi_chain: Chain, epi: str) -> RowIO:
+        """After the helper prepared the load's operands (`p_` names, `p_shape`)."""
+        epi_fields = epi_chain.fields()
         return cls(
-            pro_chain=pro_chain,
+            pro_chain=load.chain,
             epi_chain=epi_chain,
-            pro_fields=prefixed(pro_fields, "p_"),
+            pro_fields=load.fields,
             epi_fields=prefixed(epi_fields, "e_") if epi_chain.ops else [],
-            pro_init=functor_init(pro, "pro", pro_fields, "p_"),
+            pro_init=load.init,
             epi_init=functor_init(epi, "epi", epi_fields, "e_"),
-            pro=pro,
+            pro=load.struct,
             epi=epi,
-            call=helper.chain_args(pro_chain, "p_"),
-            alloc=f"torch.empty({{}}, device={device}.device, dtype=torch.float32)",
+            call=list(load.args),
+            alloc=f"torch.empty({{}}, device={load.device}.device, dtype=torch.float32)",
         )
 
     def add_epilogue_args(self, helper: Helper, shape_var: str) -> None:
