@@ -78,7 +78,7 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
         "--kernelbench-check",
         action=argparse.BooleanOptionalAction,
         default=defaults.kernelbench_check,
-        help="strict: also check each new best program as KernelBench's harness would",
+        help="strict: also check the returned program once as KernelBench's harness would",
     )
     p.add_argument("--quiet", action="store_true", help="print only the final line")
     add_sandbox_flag(p, defaults.sandbox)

@@ -66,8 +66,8 @@ class Context:
     kernelbench_check: bool = field(
         default=True,
         metadata={
-            "description": "In strict mode, also check each new best program as KernelBench's own harness "
-            "would (its loading, PyTorch's precision defaults); the report names any disagreement."
+            "description": "In strict mode, also check the program the run returns (once, at the end) as "
+            "KernelBench's own harness would (its loading, PyTorch's precision defaults); the report names any disagreement."
         },
     )
     correctness_trials: int = field(

@@ -8,14 +8,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.artifacts import Best, Candidate, TestResult
+from graph.artifacts import Best, Candidate, Task, TestResult
 from graph.context import Context
 from graph.routers import budget_exhausted
-from graph.state import State, read_optional
+from graph.state import State, read, read_optional
 from nodes.support.budget import charged
 from nodes.support.report import build_report, render_markdown
 from nodes.support.run_summary import kernel_roofline, profile_report
 from nodes.support.turn_log import TurnLog
+from nodes.support.worker_client import kernelbench_cross_check
 
 
 def stop_reason(state: State, context: Context) -> str:
@@ -78,10 +79,30 @@ def write_html_twin(out: Path) -> None:
         (out / "report.html.error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
 
 
+def cross_checked(state: State, context: Context) -> Best | None:
+    """The best program with KernelBench's verdict on it, or None when there is nothing to add.
+
+    Once per run, on the program the run returns (strict mode, `kernelbench_check` on): each check
+    is a worker run that holds the GPU for KernelBench's CPU-drawn trials (about 20 s for a 2 GB
+    input), so checking every new best inside the loop cost more device time than the loop's own
+    verification (docs/timing.md, "Where the device time goes").
+    """
+    best = read_optional(state, "best", Best)
+    if best is None or context.tolerance_mode != "strict" or not context.kernelbench_check:
+        return None
+    if best.test.kernelbench is not None:
+        return None
+    check = kernelbench_cross_check(read(state, "task", Task), best.candidate, context)
+    return best.model_copy(update={"test": best.test.model_copy(update={"kernelbench": check})})
+
+
 @charged
 def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Close the run; the best verified candidate is what the run returns."""
     context = runtime.context
+    checked = cross_checked(state, context)
+    if checked is not None:
+        state = {**state, "best": checked.dump()}  # type: ignore[typeddict-item]
     status, reason = outcome(state, context)
     report = build_report(state, status, reason, context.policy, sandbox=context.sandbox)
     turns = TurnLog(context)
@@ -90,9 +111,12 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     turns.finished(status, reason, best.candidate.id if best is not None else None)
     if context.out_dir:
         write_outputs(context.out_dir, state, report)
-    return {
+    update: dict[str, Any] = {
         "status": status,
         "status_reason": reason,
         "report": report,
         "log": [f"finalize: {status}: {reason}"],
     }
+    if checked is not None:
+        update["best"] = checked.dump()
+    return update

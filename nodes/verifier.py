@@ -13,7 +13,6 @@ from nodes.support.budget import charged
 from nodes.support.speed import beats
 from nodes.support.worker_client import (
     eval_request,
-    kernelbench_cross_check,
     run_worker,
     to_build_result,
     to_test_result,
@@ -68,13 +67,27 @@ def hacked_feedback(test: TestResult) -> Feedback:
     )
 
 
+def measured_reference_split(state: State) -> dict[str, Any] | None:
+    """The reference's profile split an earlier verification of this run measured, if any."""
+    best = read_optional(state, "best", Best)
+    last = read_optional(state, "test", TestResult)
+    for test in (best.test if best else None, last):
+        if test is not None and test.reference_split:
+            return dict(test.reference_split)
+    return None
+
+
 @charged
 def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Evaluate the current candidate; keep the best verified one; give the fix branch its evidence."""
     context = runtime.context
     task = read(state, "task", Task)
     candidate = read(state, "candidate", Candidate)
-    response = run_worker(eval_request(task, candidate.source, context, "verify", state.get("plan")), context)
+    request = eval_request(task, candidate.source, context, "verify", state.get("plan"))
+    reference_split = measured_reference_split(state)
+    if reference_split is not None:
+        request["reference_split"] = reference_split
+    response = run_worker(request, context)
     build = to_build_result(response)
     test = to_test_result(response, candidate.source)
     attempt = Attempt(
@@ -98,11 +111,6 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if best is not None and best.test.speedup_vs_eager and test.speedup_vs_eager:
             gain = test.speedup_vs_eager / best.test.speedup_vs_eager - 1.0  # side by side in each window
         if beats(test, best.test if best else None):
-            if context.tolerance_mode == "strict" and context.kernelbench_check:
-                test = test.model_copy(
-                    update={"kernelbench": kernelbench_cross_check(task, candidate, context)}
-                )
-                update["test"] = test.dump()
             update["best"] = Best(candidate=candidate, test=test, build=build).dump()
         update |= {"fix_streak": 0, "last_gain": gain, "coder_mode": "optimize"}
         speed = (
