@@ -342,3 +342,30 @@ def test_check_correctness_clones_inputs_and_strict_catches_nondeterminism() -> 
     assert not strict.ok and "two calls on the same inputs gave different outputs" in strict.message
     with pytest.raises(correctness.ForwardError, match="ModelNew.forward raised on correctness trial 1"):
         correctness.check_correctness(_Scale(), torch.nn.Flatten(start_dim=5), get_inputs, "cpu", trials=1)
+
+
+def test_the_timed_loops_buffered_match_agrees_with_allclose_and_defers_every_doubt() -> None:
+    """BufferedMatch says True only where compare_outputs would; misses, NaN, infinities, other
+    shapes, dtypes or structures answer False (the full comparison then decides and words it)."""
+    from tools.worker.compare import BufferedMatch, compare_outputs
+
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 33), torch.randn(5)
+    match = BufferedMatch([(a, b), (a * 3, b)], 1e-4, 1e-4)
+    assert match.matches(0, (a.clone(), b.clone())) and match.matches(1, (a * 3, b))
+    assert not match.matches(1, (a, b))  # another set's answer: a cached output fails
+    near = a + 0.5e-4 * (1 + a.abs())  # inside atol + rtol * |ref| everywhere
+    assert match.matches(0, (near, b)) == compare_outputs((a, b), (near, b), 1e-4, 1e-4).ok
+    far = a.clone()
+    far[3, 4] += 1e-3
+    assert not match.matches(0, (far, b)) and not compare_outputs((a, b), (far, b), 1e-4, 1e-4).ok
+    nan = a.clone()
+    nan[0, 0] = float("nan")
+    inf = a.clone()
+    inf[0, 0] = float("inf")
+    for odd in ((nan, b), (inf, b), (a,), (a, b, b), (a.double(), b), (a.t().contiguous(), b), [a, 1.0]):
+        assert not match.matches(0, odd)
+    buffers = [t for pair in match.buffers if pair for t in pair]
+    pointers = [t.data_ptr() for t in buffers]
+    match.matches(0, (a, b))
+    assert [t.data_ptr() for t in buffers] == pointers  # the same buffers serve every call

@@ -59,6 +59,14 @@ def test_strict_summary_flags_off_stream_work_and_clock_disagreement() -> None:
     assert side_stream["off_stream"] and side_stream["mean_ms"] == 2.0  # the device-wide time is reported
     patched = timing.strict_summary([1.0] * 5, [1.0] * 5, [5.0] * 5, 1)
     assert patched["clock_disagreement"] and not patched["off_stream"]
+    assert honest["cuda_mallocs"] == 0
+    assert timing.strict_summary([1.0] * 3, [1.0] * 3, [1.0] * 3, 1, [0, 2, 1])["cuda_mallocs"] == 3
+
+
+def test_strict_timing_counts_the_allocators_new_segments_per_contestant() -> None:
+    raw: dict[str, list[float]] = {}
+    stats = timing.time_strict(torch.relu, [[torch.rand(8)]], "cpu", warmup=0, trials=4, raw=raw)
+    assert stats["cuda_mallocs"] == 0 and raw["cuda_mallocs"] == [0, 0, 0, 0]  # no device: nothing to count
 
 
 def test_time_forward_dispatches_and_rejects_unknown_methods() -> None:

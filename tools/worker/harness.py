@@ -99,7 +99,10 @@ class Harness:
         watch.baseline_os_threads()  # the CUDA context exists now: later OS threads are the program's
 
     def before_call(self, who: str) -> None:
-        dynamic_checks.poison_free_memory(self.device)
+        # Poison only before the candidate's calls: the reference's outputs never read stale memory
+        # on purpose, and each poisoning (empty_cache, a fresh segment, fills) holds the GPU's lock.
+        if who == "ModelNew":
+            dynamic_checks.poison_free_memory(self.device)
         self.watch.active = who == "ModelNew"
 
     def after_call(self, who: str = "ModelNew") -> None:
@@ -172,13 +175,21 @@ def timing_sets(
 
 
 def output_check(settings: Settings, outputs: list[Any], device: torch.device) -> Callable[[int, Any], None]:
+    """The check of every timed call's output (an answer cached by pointer fails here).
+
+    Its buffers are allocated now, before the timed loop (compare.BufferedMatch says why); only a
+    call that misses the fast check pays for the full comparison, which words the failure.
+    """
     calls = [0]
+    matcher = compare.BufferedMatch(outputs, settings.atol, settings.rtol)
 
     def check(index: int, out: Any) -> None:
         calls[0] += 1
         problem = compare.output_type_problem(out, device)
         if problem is not None:
             raise TimingCheckError(f"timed call {calls[0]}: {problem.reason}")
+        if matcher.matches(index, out):
+            return
         result = compare.compare_outputs(outputs[index], out, settings.atol, settings.rtol)
         if not result.ok:
             reason = result.problem or f"max abs err {result.max_abs_err:.3g} at {result.where}"

@@ -111,7 +111,9 @@ def _summary(contestant: Contestant, method: str, input_sets: int) -> dict[str, 
         stats["method"] = "kernelbench"
     else:
         raw = contestant.samples
-        stats = timing.strict_summary(raw["stream"], raw["device_wide"], raw["host"], input_sets)
+        stats = timing.strict_summary(
+            raw["stream"], raw["device_wide"], raw["host"], input_sets, raw.get("cuda_mallocs", ())
+        )
     stats["rounds"] = len(contestant.round_means)
     stats["round_means_ms"] = [round(m, 6) for m in contestant.round_means]
     return stats

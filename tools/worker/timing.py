@@ -52,6 +52,12 @@ _record = torch.cuda.Event.record
 _elapsed_time = torch.cuda.Event.elapsed_time
 _current_stream = torch.cuda.current_stream
 _empty_cache = torch.cuda.empty_cache
+_memory_stats = torch.cuda.memory_stats
+
+
+def _segments(device: torch.device) -> int:
+    """How many segments (cudaMalloc calls) the caching allocator has made on `device` so far."""
+    return int(_memory_stats(device).get("segment.all.allocated", 0))
 
 
 def timing_stats(times_ms: Sequence[float]) -> dict[str, float | int]:
@@ -183,6 +189,7 @@ def time_strict(
     stream_ms: list[float] = []
     wide_ms: list[float] = []
     host_ms: list[float] = []
+    mallocs: list[float] = []
     with torch.no_grad():
         for i in range(warmup):
             fn(*clone_inputs(input_sets[i % sets]))
@@ -202,6 +209,7 @@ def time_strict(
                 _synchronize(device)
                 flush.fill_(i)
                 _synchronize(device)
+                segments = _segments(device)
                 stream = _current_stream(device)
                 start, end_stream, end_wide = (_Event(enable_timing=True) for _ in range(3))
                 _record(start, stream)
@@ -213,11 +221,13 @@ def time_strict(
                 _record(end_wide, stream)
                 _synchronize(device)
                 call = (_elapsed_time(start, end_stream), _elapsed_time(start, end_wide), (t1 - t0) * 1000.0)
+                grown = _segments(device) - segments
             else:
                 t0 = _perf_counter()
                 out = fn(*args)
                 elapsed = (_perf_counter() - t0) * 1000.0
                 call = (elapsed, elapsed, elapsed)
+                grown = 0
             if check is not None:
                 check(index, out)
             if after_call is not None:
@@ -227,21 +237,33 @@ def time_strict(
                 stream_ms.append(call[0])
                 wide_ms.append(call[1])
                 host_ms.append(call[2])
+                mallocs.append(grown)
                 if len(stream_ms) == 1:
                     total = discard_first + _affordable_trials(
                         trials, (_perf_counter() - started) / (discard_first + 1), budget_s
                     )
             i += 1
     if raw is not None:
-        for name, series in (("stream", stream_ms), ("device_wide", wide_ms), ("host", host_ms)):
+        for name, series in (
+            ("stream", stream_ms),
+            ("device_wide", wide_ms),
+            ("host", host_ms),
+            ("cuda_mallocs", mallocs),
+        ):
             raw.setdefault(name, []).extend(series)
-    return strict_summary(stream_ms, wide_ms, host_ms, sets)
+    return strict_summary(stream_ms, wide_ms, host_ms, sets, mallocs)
 
 
 def strict_summary(
-    stream_ms: Sequence[float], wide_ms: Sequence[float], host_ms: Sequence[float], input_sets: int
+    stream_ms: Sequence[float],
+    wide_ms: Sequence[float],
+    host_ms: Sequence[float],
+    input_sets: int,
+    cuda_mallocs: Sequence[float] = (),
 ) -> dict[str, Any]:
-    """Headline stats plus the three clocks and the flags derived from them."""
+    """Headline stats plus the three clocks and the flags derived from them; `cuda_mallocs`: the
+    allocator's new segments during each counted call (a cudaMalloc inside the timed window: the
+    call's allocation missed the cache, a cost its contestants may not share)."""
     gap = _median([w - s for w, s in zip(wide_ms, stream_ms, strict=True)])
     off_stream = gap > OFF_STREAM_MARGIN_MS + OFF_STREAM_MARGIN_SHARE * _median(stream_ms)
     headline = wide_ms if off_stream else stream_ms
@@ -257,6 +279,7 @@ def strict_summary(
         off_stream_gap_ms=round(gap, 6),
         clock_disagreement=bool(disagree),
         input_sets=input_sets,
+        cuda_mallocs=int(sum(cuda_mallocs)),
     )
     return stats
 
