@@ -65,13 +65,18 @@ def clone_inputs(inputs: Sequence[Any]) -> list[Any]:
 
 
 def signed_inputs(inputs: Sequence[Any], seed: int) -> list[Any]:
-    """The inputs with each floating element's sign flipped at random (seeded): mixed-sign data."""
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    """The inputs with each floating element's sign flipped at random (seeded): mixed-sign data.
+
+    The signs are drawn where the tensor lives: a CPU draw of a 2 GiB input's signs took seconds
+    while the worker held the GPU's device lock."""
+    generators: dict[torch.device, torch.Generator] = {}
     signed: list[Any] = []
     for value in inputs:
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0:
-            flip = torch.rand(value.shape, generator=generator) < 0.5
-            sign = torch.where(flip, -1.0, 1.0).to(device=value.device, dtype=value.dtype)
+            if value.device not in generators:
+                generators[value.device] = torch.Generator(device=value.device).manual_seed(seed)
+            flip = torch.rand(value.shape, generator=generators[value.device], device=value.device) < 0.5
+            sign = torch.where(flip, -1.0, 1.0).to(dtype=value.dtype)
             signed.append(value * sign)
         else:
             signed.append(value)
