@@ -86,7 +86,7 @@ def copy_launches(
     knob_args: list[str] = []
     if mode not in _UNTUNED:
         knobs = [("int", "threads"), ("int", "per_sm")]
-        knob_args = [helper.knob(f"{scope}threads", 256), helper.knob(f"{scope}per_sm", 16)]
+        knob_args = [helper.knob(f"{scope}threads", 256), helper.knob(f"{scope}per_sm", 0)]
     for params, body, call in pieces:
         launcher = writer.unit.launcher(mode, params + epi_fields + knobs, body, group.id)
         launch = f"_ext.{launcher}({', '.join(call + epi_args + knob_args + ['_stitch_stream(y)'])})"

@@ -98,7 +98,7 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         helper.lines.append("y_shape = tuple(y.shape)")
         helper.prepare_chain(epi_chain, "e_", "y_shape", False)
         call += helper.chain_args(epi_chain, "e_")
-    call += [helper.knob("threads", 256), helper.knob("per_sm", 8)]
+    call += [helper.knob("threads", 256), helper.knob("per_sm", 0)]
     helper.lines.append(f"_ext.{launcher}({', '.join(call + ['_stitch_stream(y)'])})")
     helper.returns = ["y" for _ in group.outputs]
     return pool_template(group), 1

@@ -262,7 +262,7 @@ def _stitch_mm(
 STITCH_LAUNCH_CHOICES: dict[str, tuple[int, ...]] = {
     "threads": (128, 256, 512, 1024),  # threads per block (a default of 0: the kernel's own heuristic)
     "unroll": (1, 2),  # float4 per thread per step (elementwise)
-    "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM
+    "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM (0: uncapped)
 }
 
 

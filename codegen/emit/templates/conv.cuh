@@ -283,7 +283,7 @@ static int stitch_conv_epilogue(float* y, const float* bias, const float* z, int
   if (bias == nullptr && z == nullptr && act == 0) return 0;
   const int vec = (inner % 4 == 0) && stitch_aligned16(y) && (z == nullptr || stitch_aligned16(z));
   const int64_t work = vec ? total / 4 : total;
-  stitch_conv_epilogue_kernel<<<stitch_grid(work, 256, 8), 256, 0, stream>>>(y, bias, z, total, inner, k, act, vec);
+  stitch_conv_epilogue_kernel<<<stitch_grid(work, 256, 0), 256, 0, stream>>>(y, bias, z, total, inner, k, act, vec);
   return (int)cudaGetLastError();
 }
 

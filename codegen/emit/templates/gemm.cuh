@@ -278,7 +278,7 @@ static int stitch_gemm_with(cublasLtHandle_t handle, void* workspace, const floa
   if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
   if (!plan->fused_epilogue && (bias != nullptr || act == 1)) {
     for (int64_t bi = 0; bi < batch; ++bi) {
-      stitch_bias_act_kernel<<<stitch_grid(m * n, 256, 8), 256, 0, stream>>>(D + bi * sc, bias, m, n, ldc, act);
+      stitch_bias_act_kernel<<<stitch_grid(m * n, 256, 0), 256, 0, stream>>>(D + bi * sc, bias, m, n, ldc, act);
     }
   }
   return (int)cudaGetLastError();

@@ -106,11 +106,11 @@ static bool stitch_rows4(const float* x, const float* y, const StitchStrides& s,
 
 // One grid-stride launch over n elements, `launch(index, blocks, threads)` instantiating the kernel
 // with 32- or 64-bit indices (the index argument's type); `cfg` from the launch table (256 threads and
-// 16 blocks per SM by default).
+// an uncapped grid by default).
 template <class Launch>
 static int stitch_launch_indexed(int64_t n, bool narrow, StitchLaunch cfg, Launch launch) {
   if (n <= 0) return (int)cudaGetLastError();
-  const StitchLaunch c = stitch_launch_or(cfg, 256, 16);
+  const StitchLaunch c = stitch_launch_or(cfg, 256, 0);
   const unsigned blocks = stitch_grid(n, c.threads, c.per_sm);
   if (narrow) {
     launch(uint32_t{}, blocks, c.threads);
@@ -313,7 +313,7 @@ static int stitch_concat_run(StitchConcatParts<N> p, float* y, int64_t outer, in
                              const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
   const int64_t all = outer * (p.start[N] - p.start[0]) * inner;
   if (all <= 0) return (int)cudaGetLastError();
-  const StitchLaunch c = stitch_launch_or(cfg, 256, 16);
+  const StitchLaunch c = stitch_launch_or(cfg, 256, 0);
   const unsigned blocks = stitch_concat_blocks(p, outer, inner, stitch_grid(all, c.threads, c.per_sm));
   stitch_concat_kernel<N, Epi><<<blocks, c.threads, 0, stream>>>(p, y, outer, total, inner, epi);
   return (int)cudaGetLastError();
@@ -331,7 +331,7 @@ template <class Epi>
 static int stitch_fill_run(float* y, int64_t n, float value, const Epi& epi, cudaStream_t stream) {
   if (n <= 0) return (int)cudaGetLastError();
   const int threads = 256;
-  stitch_fill_kernel<Epi><<<stitch_grid(n, threads, 16), threads, 0, stream>>>(y, n, value, epi);
+  stitch_fill_kernel<Epi><<<stitch_grid(n, threads, 0), threads, 0, stream>>>(y, n, value, epi);
   return (int)cudaGetLastError();
 }
 #endif

@@ -23,18 +23,21 @@ __device__ __forceinline__ void stitch_adaptive_window(int64_t o, int64_t in, in
   end = ((o + 1) * in + out - 1) / out;
 }
 
-template <int MODE, class Pro, class Epi>
+template <int MODE, class I, class Pro, class Epi>
 __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, Epi epi) {
-  const int64_t total = s.planes * s.od * s.oh * s.ow;
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
-    const int64_t ow = e % s.ow;
-    int64_t t = e / s.ow;
-    const int64_t oh = t % s.oh;
-    t /= s.oh;
-    const int64_t od = t % s.od;
-    const int64_t plane = t / s.od;
-    const int64_t xp = plane * s.id * s.ih * s.iw;  // the plane's first input element
+  // I: the index type, int when every input and output index fits (the launcher checks), which
+  // makes the per-element divisions and window arithmetic 32-bit; int64_t otherwise.
+  const I od_n = (I)s.od, oh_n = (I)s.oh, ow_n = (I)s.ow, id_n = (I)s.id, ih_n = (I)s.ih, iw_n = (I)s.iw;
+  const I total = (I)s.planes * od_n * oh_n * ow_n;
+  const I step = (I)gridDim.x * (I)blockDim.x;
+  for (I e = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; e < total; e += step) {
+    const I ow = e % ow_n;
+    I t = e / ow_n;
+    const I oh = t % oh_n;
+    t /= oh_n;
+    const I od = t % od_n;
+    const I plane = t / od_n;
+    const I xp = plane * id_n * ih_n * iw_n;  // the plane's first input element
     float v;
     if (MODE == 2 || MODE == 3) {
       int64_t d0, d1, h0, h1, w0, w1;
@@ -42,10 +45,10 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
       stitch_adaptive_window(oh, s.ih, s.oh, h0, h1);
       stitch_adaptive_window(ow, s.iw, s.ow, w0, w1);
       float acc = MODE == 2 ? 0.f : -INFINITY;
-      for (int64_t d = d0; d < d1; ++d)
-        for (int64_t h = h0; h < h1; ++h) {
-          const int64_t row = xp + (d * s.ih + h) * s.iw;
-          for (int64_t w = w0; w < w1; ++w) {
+      for (I d = (I)d0; d < (I)d1; ++d)
+        for (I h = (I)h0; h < (I)h1; ++h) {
+          const I row = xp + (d * ih_n + h) * iw_n;
+          for (I w = (I)w0; w < (I)w1; ++w) {
             const float a = pro.load(row + w);
             acc = MODE == 2 ? acc + a : ((a > acc || a != a) ? a : acc);
           }
@@ -54,15 +57,15 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
     } else if (MODE == 0) {
       float acc = -INFINITY;
       for (int a = 0; a < s.kd; ++a) {
-        const int64_t d = od * s.sd - s.pd + (int64_t)a * s.dd;
-        if (d < 0 || d >= s.id) continue;
+        const I d = od * (I)s.sd - (I)s.pd + (I)a * (I)s.dd;
+        if (d < 0 || d >= id_n) continue;
         for (int b = 0; b < s.kh; ++b) {
-          const int64_t h = oh * s.sh - s.ph + (int64_t)b * s.dh;
-          if (h < 0 || h >= s.ih) continue;
-          const int64_t row = xp + (d * s.ih + h) * s.iw;
+          const I h = oh * (I)s.sh - (I)s.ph + (I)b * (I)s.dh;
+          if (h < 0 || h >= ih_n) continue;
+          const I row = xp + (d * ih_n + h) * iw_n;
           for (int c = 0; c < s.kw; ++c) {
-            const int64_t w = ow * s.sw - s.pw + (int64_t)c * s.dw;
-            if (w < 0 || w >= s.iw) continue;
+            const I w = ow * (I)s.sw - (I)s.pw + (I)c * (I)s.dw;
+            if (w < 0 || w >= iw_n) continue;
             const float q = pro.load(row + w);
             if (q > acc || q != q) acc = q;  // NaN propagates, as in PyTorch
           }
@@ -72,35 +75,44 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
     } else {
       // PyTorch's average: the window is clipped to the padded input for count_include_pad, to the
       // input itself for the sum and for the other divisor.
-      int64_t d0 = od * s.sd - s.pd, h0 = oh * s.sh - s.ph, w0 = ow * s.sw - s.pw;
-      int64_t d1 = min(d0 + s.kd, s.id + s.pd), h1 = min(h0 + s.kh, s.ih + s.ph), w1 = min(w0 + s.kw, s.iw + s.pw);
-      const int64_t padded = (d1 - d0) * (h1 - h0) * (w1 - w0);
-      d0 = max(d0, (int64_t)0);
-      h0 = max(h0, (int64_t)0);
-      w0 = max(w0, (int64_t)0);
-      d1 = min(d1, s.id);
-      h1 = min(h1, s.ih);
-      w1 = min(w1, s.iw);
+      I d0 = od * (I)s.sd - (I)s.pd, h0 = oh * (I)s.sh - (I)s.ph, w0 = ow * (I)s.sw - (I)s.pw;
+      I d1 = min(d0 + (I)s.kd, id_n + (I)s.pd), h1 = min(h0 + (I)s.kh, ih_n + (I)s.ph),
+        w1 = min(w0 + (I)s.kw, iw_n + (I)s.pw);
+      const I padded = (d1 - d0) * (h1 - h0) * (w1 - w0);
+      d0 = max(d0, (I)0);
+      h0 = max(h0, (I)0);
+      w0 = max(w0, (I)0);
+      d1 = min(d1, id_n);
+      h1 = min(h1, ih_n);
+      w1 = min(w1, iw_n);
       float acc = 0.f;
-      for (int64_t d = d0; d < d1; ++d)
-        for (int64_t h = h0; h < h1; ++h) {
-          const int64_t row = xp + (d * s.ih + h) * s.iw;
-          for (int64_t w = w0; w < w1; ++w) acc += pro.load(row + w);
+      for (I d = d0; d < d1; ++d)
+        for (I h = h0; h < h1; ++h) {
+          const I row = xp + (d * ih_n + h) * iw_n;
+          for (I w = w0; w < w1; ++w) acc += pro.load(row + w);
         }
-      const int64_t count = s.divisor > 0 ? (int64_t)s.divisor
-                                          : (s.count_include_pad ? padded : (d1 - d0) * (h1 - h0) * (w1 - w0));
+      const I count = s.divisor > 0 ? (I)s.divisor : (s.count_include_pad ? padded : (d1 - d0) * (h1 - h0) * (w1 - w0));
       v = acc / (float)count;
     }
     y[e] = epi.apply(v, e);
   }
 }
 
+// One thread per output; by default one block per `threads` outputs (no grid-stride cap: on an H100
+// a capped grid-stride loop streamed 7% slower), the launch table's per_sm caps it when set.
 template <int MODE, class Pro, class Epi>
 int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, cudaStream_t stream) {
   const int64_t total = s.planes * s.od * s.oh * s.ow;
   if (total <= 0) return (int)cudaGetLastError();
-  const StitchLaunch c = stitch_launch_or(cfg, 256, 8);  // the launch table's knobs, else 256 and 8 per SM
-  stitch_pool_kernel<MODE, Pro, Epi><<<stitch_grid(total, c.threads, c.per_sm), c.threads, 0, stream>>>(pro, y, s,
-                                                                                                        epi);
+  const StitchLaunch c = stitch_launch_or(cfg, 256, 0);  // the launch table's knobs, else 256, uncapped
+  const unsigned grid = stitch_grid(total, c.threads, c.per_sm);
+  // 32-bit indices when every index (and a grid-stride step past the end) stays below 2^31.
+  const int64_t inputs = s.planes * s.id * s.ih * s.iw;
+  const int64_t reach = total + (int64_t)grid * c.threads;
+  if (inputs < (1LL << 31) && reach < (1LL << 31)) {
+    stitch_pool_kernel<MODE, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+  } else {
+    stitch_pool_kernel<MODE, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+  }
   return (int)cudaGetLastError();
 }
