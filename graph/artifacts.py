@@ -190,6 +190,11 @@ class TestResult(Artifact):
         description="strict runs: the KernelBench-harness cross-check {status, message, max_abs_err, "
         "reference_tf32_spread, tolerance}",
     )
+    reference_split: dict[str, Any] | None = Field(
+        default=None,
+        description="the reference's profile split (device ms per class, PyTorch ops): later "
+        "verifications of the same problem reuse it instead of profiling the reference again",
+    )
 
 
 class KernelStat(Artifact):

@@ -68,6 +68,8 @@ class EvalRequest(TypedDict, total=False):
     work_bytes: int  # tools.evaluate derives the floor from them and the GPU's ceilings (tools.roofline)
     timing_input_sets: int  # strict: input sets rotated over timed calls (default 4, fewer if memory is low)
     dynamic_checks: bool  # profile-based hack checks and operator coverage (default: on in strict mode)
+    reference_split: dict[str, Any]  # the reference's profile split from an earlier verification of the same
+    # problem (the response's profile_split["reference"]): reused instead of profiling the reference again
     tune_budget_s: float  # action=tune: seconds the launch-knob search may take (default 10)
     tune_skip: list[list[str]]  # action=tune: [group, knob] pairs an earlier search went through
 

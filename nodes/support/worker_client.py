@@ -140,6 +140,7 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
         findings=[{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in hack["findings"]],
         verdict=hack["verdict"],
         operator_coverage=response.get("operator_coverage"),
+        reference_split=(response.get("profile_split") or {}).get("reference"),
     )
 
 
