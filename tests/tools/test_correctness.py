@@ -369,3 +369,58 @@ def test_the_timed_loops_buffered_match_agrees_with_allclose_and_defers_every_do
     pointers = [t.data_ptr() for t in buffers]
     match.matches(0, (a, b))
     assert [t.data_ptr() for t in buffers] == pointers  # the same buffers serve every call
+
+
+def test_inputs_drawn_ahead_are_what_a_draw_then_gives_and_serve_one_call_each() -> None:
+    from tools.worker.inputs import predrawn, set_seed, trial_seeds
+
+    calls: list[int] = []
+
+    def get_inputs() -> list[Any]:
+        calls.append(1)
+        return [torch.rand(64, 8), torch.randint(0, 9, (5,)), 3]
+
+    seeds = trial_seeds(3, 42)
+    expected = []
+    for seed in seeds:  # KernelBench's order: seed, draw; the generator's state after each draw
+        set_seed(seed)
+        values = get_inputs()
+        expected.append((values, torch.get_rng_state()))
+    replay = predrawn(get_inputs, seeds, budget_bytes=1 << 20)
+    drawn_ahead = len(calls)
+    for seed, (values, state_after) in zip(seeds, expected, strict=True):
+        set_seed(seed)
+        got = replay()
+        assert torch.equal(got[0], values[0]) and torch.equal(got[1], values[1]) and got[2] == 3
+        assert torch.equal(torch.get_rng_state(), state_after)  # as if drawn now
+    assert len(calls) == drawn_ahead  # every trial's call was served from the draws made ahead
+    set_seed(seeds[0])
+    replay()
+    assert len(calls) == drawn_ahead + 1  # each draw serves one call; the next one draws
+    set_seed(seeds[1])
+    torch.rand(1)  # the generator moved since the seed: not the state the draw was made from
+    replay()
+    assert len(calls) == drawn_ahead + 2
+
+
+def test_draws_ahead_stop_at_the_budget_and_skip_device_tensors() -> None:
+    from tools.worker.inputs import host_draw_budget, predrawn, set_seed
+
+    assert 0 < host_draw_budget() <= 16 << 30  # a share of the memory available now, capped
+    drawn: list[int] = []
+
+    def big() -> list[Any]:
+        drawn.append(1)
+        return [torch.rand(256)]  # 1 KiB each
+
+    predrawn(big, [1, 2, 3, 4], budget_bytes=2048)
+    assert len(drawn) == 3  # two fit; the third crossed the budget and is dropped
+    on_meta = [0]
+
+    def meta() -> list[Any]:
+        on_meta[0] += 1
+        return [torch.empty(4, device="meta")]
+
+    assert predrawn(meta, [1, 2], budget_bytes=1 << 20) is meta  # not a CPU draw: left as it is
+    set_seed(1)
+    assert on_meta[0] == 1

@@ -48,6 +48,7 @@ from tools.protocol import EvalRequest, EvalResponse, Finding, json_safe, merge
 from tools.worker import dynamic_checks, gpu_lock
 from tools.worker.guards import check_guards, pin_precision, snapshot_guards
 from tools.worker.harness import Harness, Settings
+from tools.worker.inputs import host_draw_budget, predrawn, trial_seeds
 from tools.worker.kernelbench_state import (
     KernelBenchLoad,
     construct_candidate,
@@ -146,6 +147,10 @@ def _run(
     response["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     assert problem is not None
     check_guards(guards)  # import-time patches
+    if load is not None and action == "verify" and device.type == "cuda":
+        progress("drawing the trials' inputs on the CPU")  # as KernelBench does, before taking the GPU
+        seeds = trial_seeds(settings.trials, settings.seed)
+        load.problem.get_inputs = predrawn(load.problem.get_inputs, seeds, host_draw_budget())
     progress("waiting for the device lock")
     with gpu_lock.exclusive(gpu_lock.lock_path(cache_dir, device)):
         progress("constructing the models")

@@ -86,3 +86,58 @@ def signed_inputs(inputs: Sequence[Any], seed: int) -> list[Any]:
 def upcast_inputs(inputs: Sequence[Any]) -> list[Any]:
     """Floating tensors as float64 (for the float64 reference); everything else unchanged."""
     return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
+
+
+def _nbytes(values: Sequence[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def predrawn(
+    get_inputs: Callable[[], Sequence[Any]], seeds: Sequence[int], budget_bytes: int
+) -> Callable[[], Sequence[Any]]:
+    """get_inputs with the CPU draws for `seeds` made now, ahead of the GPU work.
+
+    Why: KernelBench draws every trial's inputs on the CPU, seconds for a multi-GB input, and the
+    worker would otherwise make those draws while it holds the GPU's device lock. The returned
+    function answers a call from the draw made ahead when the CPU generator is exactly where
+    `set_seed(seed)` left it (`torch.initial_seed()` names the seed, the generator's state proves
+    nothing advanced it since), and leaves the generator where that draw left it: the caller sees
+    the same values and the same generator state as a draw made then. Each draw serves one call;
+    any other call draws as usual. Draws stop at `budget_bytes` of inputs; a get_inputs that makes
+    non-CPU tensors is not drawn ahead at all.
+    """
+    ready: dict[int, tuple[torch.Tensor, list[Any], torch.Tensor]] = {}
+    used = 0
+    for seed in seeds:
+        set_seed(seed)
+        seeded = torch.get_rng_state()
+        values = list(get_inputs())
+        if any(isinstance(v, torch.Tensor) and v.device.type != "cpu" for v in values):
+            return get_inputs
+        used += _nbytes(values)
+        if used > budget_bytes:
+            break
+        ready[seed] = (seeded, values, torch.get_rng_state())
+
+    def replay() -> Sequence[Any]:
+        seed = torch.initial_seed()
+        entry = ready.get(seed)
+        if entry is not None and torch.equal(torch.get_rng_state(), entry[0]):
+            del ready[seed]
+            torch.set_rng_state(entry[2])
+            return entry[1]
+        return get_inputs()
+
+    return replay
+
+
+def host_draw_budget(share: float = 0.25, cap: int = 16 << 30) -> int:
+    """Bytes of inputs a worker may draw ahead: `share` of the memory available now, at most `cap`."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return min(cap, int(int(line.split()[1]) * 1024 * share))
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
