@@ -56,7 +56,14 @@ from tools.worker.kernelbench_state import (
     exec_candidate,
     load_reference,
 )
-from tools.worker.loading import build_info, construct, import_candidate, load_problem, raise_for_failed_build
+from tools.worker.loading import (
+    build_info,
+    construct,
+    construct_on_host,
+    import_candidate,
+    load_problem,
+    raise_for_failed_build,
+)
 from tools.worker.profile_action import profile
 from tools.worker.reporting import Outcome, Progress, exception_summary
 from tools.worker.tune import tune
@@ -151,6 +158,10 @@ def _run(
         progress("drawing the trials' inputs on the CPU")  # as KernelBench does, before taking the GPU
         seeds = trial_seeds(settings.trials, settings.seed)
         load.problem.get_inputs = predrawn(load.problem.get_inputs, seeds, host_draw_budget())
+    on_host = None
+    if load is None:
+        progress("constructing the models on the CPU")  # before the lock: weight init takes seconds
+        on_host = construct_on_host(problem, candidate, settings.seed, settings.dtype, watch)
     progress("waiting for the device lock")
     with gpu_lock.exclusive(gpu_lock.lock_path(cache_dir, device)):
         progress("constructing the models")
@@ -159,7 +170,7 @@ def _run(
                 load, candidate, device, settings.seed, settings.dtype, watch.running()
             )
         else:
-            models = construct(problem, candidate, device, settings.seed, settings.dtype, watch)
+            models = construct(problem, candidate, device, settings.seed, settings.dtype, watch, on_host)
         check_guards(guards)
         if not kernelbench:
             pin_precision()

@@ -145,9 +145,55 @@ def construct(
     seed: int,
     dtype: torch.dtype = torch.float32,
     watch: Watch | None = None,
+    built: tuple[torch.nn.Module, torch.nn.Module] | None = None,
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
     """KernelBench's seeding: the same seed before get_init_inputs, Model and ModelNew; both models
-    then move to the device and the precision's dtype (`.to(device, dtype)`, as KernelBench does)."""
+    then move to the device and the precision's dtype (`.to(device, dtype)`, as KernelBench does).
+
+    built: the two models `construct_on_host` made before the device lock; they only move here.
+    """
+    if built is None:
+        built = _build(problem, candidate, device, seed, dtype, watch)
+    models = []
+    for who, model in zip(("Model", "ModelNew"), built, strict=True):
+        running = watch.running() if watch is not None and who == "ModelNew" else contextlib.nullcontext()
+        try:
+            with torch.no_grad(), running:
+                models.append(model.to(device=device, dtype=dtype))
+        except Exception as exc:
+            raise Outcome(
+                "runtime_error", f"moving {who} to {device} raised {exception_summary(exc)}"
+            ) from None
+    return models[0], models[1]
+
+
+def construct_on_host(
+    problem: types.ModuleType,
+    candidate: types.ModuleType,
+    seed: int,
+    dtype: torch.dtype = torch.float32,
+    watch: Watch | None = None,
+) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """Both models built on the CPU, before the worker takes the GPU's device lock (a large
+    model's seeded weight init takes seconds there); `construct(..., built=...)` moves them.
+
+    None when get_init_inputs returns tensors: KernelBench moves those to the GPU before the
+    models see them, so such models are built under the lock, on the device, as before.
+    """
+    set_seed(seed)
+    if any(isinstance(value, torch.Tensor) for value in problem.get_init_inputs()):
+        return None
+    return _build(problem, candidate, torch.device("cpu"), seed, dtype, watch)
+
+
+def _build(
+    problem: types.ModuleType,
+    candidate: types.ModuleType,
+    device: torch.device,
+    seed: int,
+    dtype: torch.dtype,
+    watch: Watch | None,
+) -> tuple[torch.nn.Module, torch.nn.Module]:
     if not callable(getattr(candidate, "ModelNew", None)):
         raise Outcome("runtime_error", "the candidate defines no ModelNew class")
     set_seed(seed)
@@ -159,7 +205,7 @@ def construct(
         running = watch.running() if watch is not None and who == "ModelNew" else contextlib.nullcontext()
         try:
             with torch.no_grad(), running:
-                models.append(cls(*init_inputs).to(device=device, dtype=dtype))
+                models.append(cls(*init_inputs))
         except Exception as exc:
             raise Outcome("runtime_error", f"constructing {who} raised {exception_summary(exc)}") from None
     return models[0], models[1]
