@@ -4,7 +4,8 @@ Why: the suite's throughput is bounded by the time each verification holds the G
 and a speedup is only as honest as the timing loop (docs/timing.md). This probe runs the first
 program of the offline policy for a few problems through the sandboxed worker, one at a time, and
 prints per problem: the verdict, candidate and eager times with their cv, the allocator's new
-segments inside each contestant's timed calls (`cuda_mallocs`), and the worker's seconds per phase.
+segments inside each contestant's timed calls (`cuda_mallocs`), the host time each takes to issue
+a call (`issue_mean_ms`: the GPU idles that long in a timed call), and the worker's seconds per phase.
 
     python -m evals.device.verify_probe --write out/probe [PROBLEM ...]     # CPU machine (full install)
     python3 -m evals.device.verify_probe out/probe                          # device machine (torch only)
@@ -85,6 +86,8 @@ def summary(key: str, response: dict[str, Any]) -> dict[str, Any]:
         row[f"{who}_ms"] = stats.get("mean_ms")
         row[f"{who}_cv"] = stats.get("cv")
         row[f"{who}_mallocs"] = stats.get("cuda_mallocs")
+        issue = stats.get("issue_mean_ms")
+        row[f"{who}_issue_us"] = round(issue * 1000.0, 1) if isinstance(issue, (int, float)) else None
     ratio = (timing.get("ratios") or {}).get("eager") or {}
     row["ratio_median"] = ratio.get("median")
     for name, labels in PHASES.items():
@@ -103,14 +106,15 @@ def table(rows: list[dict[str, Any]]) -> str:
     """A Markdown table of the probe's rows."""
     head = (
         "| problem | status | ours ms (cv) | eager ms (cv) | median ratio | mallocs ours/eager "
-        "| correctness s | timing s | profile s | worker s |"
+        "| issue us ours/eager | correctness s | timing s | profile s | worker s |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(
             f"| {r['problem']} | {r['status']} | {_cell(r['candidate_ms'])} ({_cell(r['candidate_cv'])}) | "
             f"{_cell(r['eager_ms'])} ({_cell(r['eager_cv'])}) | {_cell(r['ratio_median'])} | "
-            f"{_cell(r['candidate_mallocs'])}/{_cell(r['eager_mallocs'])} | {_cell(r['correctness_s'], 1)} | "
+            f"{_cell(r['candidate_mallocs'])}/{_cell(r['eager_mallocs'])} | "
+            f"{_cell(r['candidate_issue_us'], 1)}/{_cell(r['eager_issue_us'], 1)} | {_cell(r['correctness_s'], 1)} | "
             f"{_cell(r['timing_s'], 1)} | {_cell(r['profile_s'], 1)} | {_cell(r['seconds'], 1)} |"
         )
     return "\n".join(lines)

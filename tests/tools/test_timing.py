@@ -67,6 +67,7 @@ def test_strict_timing_counts_the_allocators_new_segments_per_contestant() -> No
     raw: dict[str, list[float]] = {}
     stats = timing.time_strict(torch.relu, [[torch.rand(8)]], "cpu", warmup=0, trials=4, raw=raw)
     assert stats["cuda_mallocs"] == 0 and raw["cuda_mallocs"] == [0, 0, 0, 0]  # no device: nothing to count
+    assert len(raw["issue"]) == 4 and stats["issue_mean_ms"] > 0  # the host time to issue each call
 
 
 def test_time_forward_dispatches_and_rejects_unknown_methods() -> None:

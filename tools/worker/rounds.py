@@ -112,7 +112,12 @@ def _summary(contestant: Contestant, method: str, input_sets: int) -> dict[str, 
     else:
         raw = contestant.samples
         stats = timing.strict_summary(
-            raw["stream"], raw["device_wide"], raw["host"], input_sets, raw.get("cuda_mallocs", ())
+            raw["stream"],
+            raw["device_wide"],
+            raw["host"],
+            input_sets,
+            raw.get("cuda_mallocs", ()),
+            raw.get("issue", ()),
         )
     stats["rounds"] = len(contestant.round_means)
     stats["round_means_ms"] = [round(m, 6) for m in contestant.round_means]

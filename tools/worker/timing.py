@@ -190,6 +190,7 @@ def time_strict(
     wide_ms: list[float] = []
     host_ms: list[float] = []
     mallocs: list[float] = []
+    issue_ms: list[float] = []
     with torch.no_grad():
         for i in range(warmup):
             fn(*clone_inputs(input_sets[i % sets]))
@@ -215,6 +216,7 @@ def time_strict(
                 _record(start, stream)
                 t0 = _perf_counter()
                 out = fn(*args)
+                issued = _perf_counter()
                 _record(end_stream, stream)
                 _synchronize(device)
                 t1 = _perf_counter()
@@ -222,12 +224,13 @@ def time_strict(
                 _synchronize(device)
                 call = (_elapsed_time(start, end_stream), _elapsed_time(start, end_wide), (t1 - t0) * 1000.0)
                 grown = _segments(device) - segments
+                issue = (issued - t0) * 1000.0
             else:
                 t0 = _perf_counter()
                 out = fn(*args)
                 elapsed = (_perf_counter() - t0) * 1000.0
                 call = (elapsed, elapsed, elapsed)
-                grown = 0
+                grown, issue = 0, elapsed
             if check is not None:
                 check(index, out)
             if after_call is not None:
@@ -238,6 +241,7 @@ def time_strict(
                 wide_ms.append(call[1])
                 host_ms.append(call[2])
                 mallocs.append(grown)
+                issue_ms.append(issue)
                 if len(stream_ms) == 1:
                     total = discard_first + _affordable_trials(
                         trials, (_perf_counter() - started) / (discard_first + 1), budget_s
@@ -249,9 +253,10 @@ def time_strict(
             ("device_wide", wide_ms),
             ("host", host_ms),
             ("cuda_mallocs", mallocs),
+            ("issue", issue_ms),
         ):
             raw.setdefault(name, []).extend(series)
-    return strict_summary(stream_ms, wide_ms, host_ms, sets, mallocs)
+    return strict_summary(stream_ms, wide_ms, host_ms, sets, mallocs, issue_ms)
 
 
 def strict_summary(
@@ -260,10 +265,13 @@ def strict_summary(
     host_ms: Sequence[float],
     input_sets: int,
     cuda_mallocs: Sequence[float] = (),
+    issue_ms: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Headline stats plus the three clocks and the flags derived from them; `cuda_mallocs`: the
     allocator's new segments during each counted call (a cudaMalloc inside the timed window: the
-    call's allocation missed the cache, a cost its contestants may not share)."""
+    call's allocation missed the cache, a cost its contestants may not share); `issue_ms`: the host
+    time from the start event to the call's return (the GPU idles that long before the first launch
+    of a call that follows a synchronize: a program's host overhead, inside its time)."""
     gap = _median([w - s for w, s in zip(wide_ms, stream_ms, strict=True)])
     off_stream = gap > OFF_STREAM_MARGIN_MS + OFF_STREAM_MARGIN_SHARE * _median(stream_ms)
     headline = wide_ms if off_stream else stream_ms
@@ -281,6 +289,8 @@ def strict_summary(
         input_sets=input_sets,
         cuda_mallocs=int(sum(cuda_mallocs)),
     )
+    if issue_ms:
+        stats["issue_mean_ms"] = round(statistics.fmean(issue_ms), 6)
     return stats
 
 
