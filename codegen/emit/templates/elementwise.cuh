@@ -44,7 +44,7 @@ static int stitch_ew_launch(const F& f, int64_t n, bool vec_ok, int unroll, int 
     start = n4 * 4;
   }
   if (n - start > 0) {
-    stitch_ew_scalar_kernel<F><<<stitch_grid(n - start, threads, 8), threads, 0, stream>>>(f, start, n);
+    stitch_ew_scalar_kernel<F><<<stitch_grid(n - start, threads, 0), threads, 0, stream>>>(f, start, n);
   }
   return (int)cudaGetLastError();
 }

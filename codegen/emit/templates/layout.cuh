@@ -248,7 +248,7 @@ static int stitch_nll_pick_run(const float* x, const int64_t* t, float* y, int64
                                int64_t inner, int64_t ignore, cudaStream_t stream) {
   if (n <= 0) return (int)cudaGetLastError();
   const int threads = 256;
-  stitch_nll_pick_kernel<<<stitch_grid(n, threads, 16), threads, 0, stream>>>(x, t, y, n, classes, inner, ignore);
+  stitch_nll_pick_kernel<<<stitch_grid(n, threads, 0), threads, 0, stream>>>(x, t, y, n, classes, inner, ignore);
   return (int)cudaGetLastError();
 }
 #endif

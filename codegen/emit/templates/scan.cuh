@@ -242,7 +242,7 @@ static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, flo
                            int64_t n, int64_t inner, cudaStream_t stream) {
   if (outer <= 0 || n <= 0 || inner <= 0) return (int)cudaGetLastError();
   if (inner > 1) {
-    const unsigned grid = stitch_grid(outer * inner, 256, 8);
+    const unsigned grid = stitch_grid(outer * inner, 256, 0);  // uncapped: one thread per column
     stitch_scan_cols_kernel<OP, REVERSE, Pro, Epi><<<grid, 256, 0, stream>>>(pro, epi, mask, saved, y, outer, n, inner);
     return (int)cudaGetLastError();
   }
