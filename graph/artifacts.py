@@ -190,6 +190,12 @@ class TestResult(Artifact):
         description="strict runs: the KernelBench-harness cross-check {status, message, max_abs_err, "
         "reference_tf32_spread, tolerance}",
     )
+    profile: dict[str, Any] | None = Field(
+        default=None,
+        description="the candidate's torch-profiler summary from the verification's own trace "
+        "(ProfileInfo: device ms, launches, own share, top kernels): the profiler node reads it "
+        "instead of starting another worker",
+    )
     reference_split: dict[str, Any] | None = Field(
         default=None,
         description="the reference's profile split (device ms per class, PyTorch ops): later "

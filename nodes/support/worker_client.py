@@ -141,6 +141,7 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
         verdict=hack["verdict"],
         operator_coverage=response.get("operator_coverage"),
         reference_split=(response.get("profile_split") or {}).get("reference"),
+        profile=dict(response["profile"]) if isinstance(response.get("profile"), dict) else None,
     )
 
 

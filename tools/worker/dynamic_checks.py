@@ -399,15 +399,17 @@ def classify_events(events: Iterable[Any], own_kernels: Collection[str], iters: 
     }
 
 
-def profile_split(
+PROFILE_ITERS = 2  # forwards per profile: profile_split's and the verifier's profile summary's
+
+
+def profile_events(
     fn: Callable[..., Any],
     inputs: Sequence[Any],
     device: torch.device,
-    own_kernels: Collection[str],
     warmup: int = 1,
-    iters: int = 2,
-) -> dict[str, Any]:
-    """Run `fn` under the torch profiler (inside a record_function wrapper) and classify its kernels."""
+    iters: int = PROFILE_ITERS,
+) -> list[Any]:
+    """The torch profiler's events of `iters` forwards (each inside a record_function wrapper)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     with torch.no_grad():
@@ -420,7 +422,19 @@ def profile_split(
                 with record_function(WRAPPER):
                     fn(*args)
             torch.cuda.synchronize(device)
-    return classify_events(prof.events(), own_kernels, iters)
+    return list(prof.events())
+
+
+def profile_split(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    device: torch.device,
+    own_kernels: Collection[str],
+    warmup: int = 1,
+    iters: int = PROFILE_ITERS,
+) -> dict[str, Any]:
+    """Run `fn` under the torch profiler (inside a record_function wrapper) and classify its kernels."""
+    return classify_events(profile_events(fn, inputs, device, warmup, iters), own_kernels, iters)
 
 
 def coverage(candidate: dict[str, Any], reference: dict[str, Any]) -> float | None:

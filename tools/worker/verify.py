@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from tools.protocol import EvalRequest, EvalResponse, Finding, finding
-from tools.worker import dynamic_checks, timing_window
+from tools.worker import dynamic_checks, timing_window, torch_profile
 from tools.worker.compiled import compile_mode
 from tools.worker.correctness import ForwardError, check_correctness
 from tools.worker.guards import check_guards
@@ -36,6 +36,7 @@ from tools.worker.reporting import Outcome, Progress, exception_summary
 from tools.worker.rounds import Contestant, ContestantFailed, time_in_rounds
 
 EXCESSIVE_SPEEDUP = 10.0  # KernelBench's flag (a note, not a failure)
+PROFILE_TOP = 10  # kernels in the profile summary the profiler node reads (as the profile action's)
 
 
 def timing_findings(info: dict[str, Any]) -> list[Finding]:
@@ -336,11 +337,14 @@ def _profile_checks(
         return
     own = set(response.get("build", {}).get("kernels", []))
     progress("profiling for the hack checks")
-    cand = run_or_fail(
+    events = run_or_fail(
         "ModelNew",
         "profiled",
-        lambda: dynamic_checks.profile_split(harness.watched(candidate), sets[0], device, own),
+        lambda: dynamic_checks.profile_events(harness.watched(candidate), sets[0], device),
     )
+    cand = dynamic_checks.classify_events(events, own, dynamic_checks.PROFILE_ITERS)
+    # The same trace answers the profiler node (top kernels, own share): it then needs no worker run.
+    response["profile"] = torch_profile.summarize_cuda(events, own, dynamic_checks.PROFILE_ITERS, PROFILE_TOP)  # type: ignore[typeddict-item]
     check_guards(harness.guards)  # not the OS-thread watch: the profiler starts threads of its own
     ref = reused_reference_split(request)
     if ref is None:

@@ -1,4 +1,5 @@
-"""The reference's profile split is measured once per run and passed on to later verifications."""
+"""What a verification measured serves later steps: the reference's profile split the next
+verifications, the candidate's profile summary the profiler node."""
 
 from __future__ import annotations
 
@@ -41,3 +42,24 @@ def test_the_worker_reuses_only_a_well_formed_split() -> None:
         assert reused_reference_split({"reference_split": bad}) is None  # type: ignore[typeddict-item]
     assert reused_reference_split({}) is None
     assert to_test_result(_response(None), "").reference_split is None
+
+
+def test_the_profiler_node_reads_the_verifications_profile_instead_of_starting_a_worker() -> None:
+    from nodes.profiler import verified_profile
+    from nodes.support.worker_client import to_profile
+
+    summary = {
+        "source": "torch_profiler",
+        "events": "cuda_kernels",
+        "device_ms": 1.41,
+        "kernel_count": 1,
+        "own_kernel_share": 1.0,
+        "top": [{"name": "stitch_ew_vec_kernel", "calls": 1, "total_ms": 1.41, "share": 1.0}],
+    }
+    response = {**_response(SPLIT), "profile": summary, "device": "NVIDIA H100 80GB HBM3"}
+    test = to_test_result(response, "class ModelNew: pass\n")
+    answer = verified_profile(test)
+    assert answer is not None and answer["status"] == "passed" and answer["device"] == test.device
+    assert to_profile(answer["profile"]).device_ms == 1.41  # what the node builds its evidence from
+    assert verified_profile(to_test_result(_response(SPLIT), "")) is None  # no trace: the worker profiles
+    assert verified_profile(test.model_copy(update={"status": "wrong_output"})) is None
