@@ -273,12 +273,16 @@ class BufferedMatch:
     def __init__(self, references: Sequence[Any], atol: float, rtol: float) -> None:
         self.atol, self.rtol = atol, rtol
         self.references = [[leaf for _, leaf in flatten(ref)] for ref in references]
-        self.buffers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None] = []
-        for leaf in self.references[0] if self.references else []:
-            fast = isinstance(leaf, _Tensor) and leaf.is_floating_point() and leaf.numel() > 0
-            self.buffers.append(
-                (_empty_like(leaf), _empty_like(leaf), _empty_like(leaf, dtype=torch.bool)) if fast else None
-            )
+        leaves = self.references[0] if self.references else []
+        fast = [
+            isinstance(leaf, _Tensor) and leaf.is_floating_point() and leaf.numel() > 0 for leaf in leaves
+        ]
+        if not _affordable([leaf for leaf, ok in zip(leaves, fast, strict=True) if ok]):
+            fast = [False] * len(leaves)  # the timed calls need the memory more: full comparisons
+        self.buffers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None] = [
+            (_empty_like(leaf), _empty_like(leaf), _empty_like(leaf, dtype=torch.bool)) if ok else None
+            for leaf, ok in zip(leaves, fast, strict=True)
+        ]
 
     def matches(self, index: int, new: Any) -> bool:
         """True when every leaf of `new` is within tolerance of input set `index`'s reference."""
@@ -303,3 +307,18 @@ class BufferedMatch:
             if not bool(flags.all()):
                 return False
         return True
+
+
+BUFFER_MEMORY_SHARE = 0.25  # BufferedMatch's buffers may take this share of a GPU's free memory
+
+
+def _affordable(leaves: Sequence[torch.Tensor]) -> bool:
+    """Whether the buffers for these leaves (two copies and a flag byte each) fit the share of free
+    device memory set aside for them, so the timed calls never run short because of the check."""
+    need: dict[torch.device, int] = {}
+    for leaf in leaves:
+        need[leaf.device] = need.get(leaf.device, 0) + leaf.numel() * (2 * leaf.element_size() + 1)
+    for device, size in need.items():
+        if device.type == "cuda" and size > torch.cuda.mem_get_info(device)[0] * BUFFER_MEMORY_SHARE:
+            return False
+    return True
