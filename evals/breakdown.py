@@ -3,7 +3,7 @@
 Why: the suite's throughput target (seconds per problem) is only actionable when each record says
 which step ate the time. Everything comes from what the run already records: the planner's trace
 time and per-node seconds (the report), the worker's phase seconds and build seconds per attempt,
-and the baseline process's wall time. `wait_s` is the worker's wait for the device lock and the quiet
+the KernelBench-harness cross-check's phases (finalize), and the baseline process's wall time. `wait_s` is the worker's wait for the device lock and the quiet
 window (time, not work: the scaling model leaves it out); what none of them covers (process
 start-up, the graph's own work, coder turns) is `other_s`.
 """
@@ -48,7 +48,9 @@ def breakdown(
 ) -> dict[str, float]:
     """The per-step seconds of one problem (STEPS), rounded to 0.01 s; they add up to total_s."""
     report = report or {}
-    attempts = report.get("attempts") or []
+    attempts = list(report.get("attempts") or [])
+    if isinstance(report.get("harness_check"), dict):  # the KernelBench-harness cross-check's worker run
+        attempts.append(report["harness_check"])
     nodes = report.get("node_seconds") or {}
     steps = dict.fromkeys(STEPS, 0.0)
     steps["trace_s"] = float(report.get("trace_s") or 0.0)

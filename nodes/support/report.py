@@ -88,6 +88,7 @@ def build_report(
         "profile": _profile_fields(state.get("profile")),
         "reference_profile": _profile_fields(state.get("reference_profile")),
         "harness": kernelbench_line(best_test.get("kernelbench")) if best_test else None,
+        "harness_check": best_test.get("kernelbench") if best_test else None,
         "hack_check": {k: best_test.get(k) for k in ("verdict", "findings", "operator_coverage")}
         if best_test
         else None,

@@ -70,6 +70,8 @@ def kernelbench_cross_check(task: Task, candidate: Candidate, context: Context) 
         "max_abs_err": correctness.get("max_abs_err"),
         "reference_tf32_spread": correctness.get("reference_tf32_spread"),
         "tolerance": tolerance,
+        "seconds": float(response.get("seconds", 0.0) or 0.0),
+        "phases": {str(k): float(v) for k, v in (response.get("phases") or {}).items()},
     }
 
 

@@ -39,6 +39,16 @@ def test_steps_come_from_the_report_and_the_baselines() -> None:
     }
 
 
+def test_the_harness_cross_check_counts_as_correctness_and_its_wait_as_wait() -> None:
+    check = {
+        "status": "passed",
+        "seconds": 9.0,
+        "phases": {"checking correctness": 6.0, "waiting for the device lock": 2.0},
+    }
+    steps = breakdown({**REPORT, "harness_check": check}, {"wall_s": 6.0}, total_s=30.0)
+    assert steps["correctness_s"] == 7.5 and steps["wait_s"] == 2.5
+
+
 def test_missing_parts_count_as_other() -> None:
     steps = breakdown(None, None, total_s=7.0)
     assert steps["other_s"] == 7.0 and sum(steps.values()) == 7.0 and set(steps) == set(STEPS)
