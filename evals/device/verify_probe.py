@@ -53,21 +53,29 @@ def suite_file(key: str) -> Path:
     return path
 
 
-def write(out: Path, keys: list[str]) -> None:
-    """CPU side: each problem's first offline program and the verifier's exact request for it."""
+def first_program(key: str) -> tuple[Any, Any, str]:
+    """CPU side (the full install): a suite problem's task, the offline policy's plan and its first
+    program's source."""
     from codegen.policy import OfflinePolicy
     from graph.artifacts import Task
+
+    path = suite_file(key)
+    task = Task(name=path.stem, path=str(path), source=path.read_text())
+    policy = OfflinePolicy()
+    plan = policy.plan(task, None)
+    return task, plan, policy.write(task, plan, 1).source
+
+
+def write(out: Path, keys: list[str]) -> None:
+    """CPU side: each problem's first offline program and the verifier's exact request for it."""
     from graph.context import Context
     from nodes.support.worker_client import eval_request
 
     out.mkdir(parents=True, exist_ok=True)
-    policy, context = OfflinePolicy(), Context()
+    context = Context()
     for key in keys:
-        path = suite_file(key)
-        task = Task(name=path.stem, path=str(path), source=path.read_text())
-        plan = policy.plan(task, None)
-        program = policy.write(task, plan, 1)
-        request = eval_request(task, program.source, context, "verify", plan.model_dump())
+        task, plan, source = first_program(key)
+        request = eval_request(task, source, context, "verify", plan.model_dump())
         (out / f"{key.replace('/', '__')}.request.json").write_text(json.dumps(request))
         print(f"wrote {key}")
 

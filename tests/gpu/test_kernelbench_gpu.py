@@ -27,6 +27,8 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from evals.device.verify_probe import first_program, suite_file  # noqa: E402  (stdlib only at import)
+
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 # A handful across the levels: deep CNNs (the TF32 case), a conv chain, reductions, a GEMM chain.
@@ -41,29 +43,13 @@ PROBLEMS = (
     "level3/14_ResNet18",
     "level3/18_VGGStage",
 )
-SUITE = REPO / "evals" / "suite"
-
-
-def suite_file(key: str) -> Path:
-    level, stem = key.split("/")
-    matches = sorted((SUITE / level).glob(f"{stem}.py"))
-    if not matches:
-        raise FileNotFoundError(f"{SUITE / level}/{stem}.py")
-    return matches[0]
 
 
 def write_programs(out: Path) -> None:
     """CPU side: the offline policy's first program for each problem (needs the full install)."""
-    from codegen.policy import OfflinePolicy
-    from graph.artifacts import Task
-
     out.mkdir(parents=True, exist_ok=True)
-    policy = OfflinePolicy()
     for key in PROBLEMS:
-        path = suite_file(key)
-        task = Task(name=path.stem, path=str(path), source=path.read_text())
-        program = policy.write(task, policy.plan(task, None), 1)
-        (out / f"{key.replace('/', '__')}.py").write_text(program.source)
+        (out / f"{key.replace('/', '__')}.py").write_text(first_program(key)[2])
         print(f"wrote {key}")
 
 

@@ -19,7 +19,7 @@ from tools.worker import compare, dynamic_checks
 from tools.worker.compiled import COMPILE_MODES
 from tools.worker.correctness import StrictHooks
 from tools.worker.guards import check_guards
-from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
+from tools.worker.inputs import clone_inputs, draw_inputs, set_seed, tensor_bytes
 from tools.worker.reporting import Outcome, exception_summary
 from tools.worker.rounds import DEFAULT_ROUNDS
 
@@ -131,17 +131,6 @@ class Harness:
             self.l2.reset()
 
 
-def _bytes(values: Any) -> int:
-    leaves = values if isinstance(values, (list, tuple)) else [values]
-    total = 0
-    for leaf in leaves:
-        if isinstance(leaf, (list, tuple)):
-            total += _bytes(leaf)
-        elif isinstance(leaf, torch.Tensor):
-            total += leaf.numel() * leaf.element_size()
-    return total
-
-
 def timing_sets(
     settings: Settings, problem: types.ModuleType, reference: torch.nn.Module, device: torch.device
 ) -> tuple[list[list[Any]], list[Any] | None]:
@@ -168,7 +157,7 @@ def timing_sets(
             if not compare.compare_outputs(out, again, settings.atol, settings.rtol).ok:
                 return [inputs], None
             if budget is not None:
-                per_set = max(1, _bytes(inputs) + _bytes(out))
+                per_set = max(1, tensor_bytes(inputs) + tensor_bytes(out))
                 settings.input_sets = max(1, min(settings.input_sets, int(budget // per_set)))
         index += 1
     return sets, outputs

@@ -88,8 +88,13 @@ def upcast_inputs(inputs: Sequence[Any]) -> list[Any]:
     return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
 
 
-def _nbytes(values: Sequence[Any]) -> int:
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+def tensor_bytes(values: Any) -> int:
+    """Bytes held by the tensors in a value, list or tuple (nested)."""
+    if isinstance(values, torch.Tensor):
+        return values.numel() * values.element_size()
+    if isinstance(values, (list, tuple)):
+        return sum(tensor_bytes(v) for v in values)
+    return 0
 
 
 def predrawn(
@@ -114,7 +119,7 @@ def predrawn(
         values = list(get_inputs())
         if any(isinstance(v, torch.Tensor) and v.device.type != "cpu" for v in values):
             return get_inputs
-        used += _nbytes(values)
+        used += tensor_bytes(values)
         if used > budget_bytes:
             break
         ready[seed] = (seeded, values, torch.get_rng_state())

@@ -22,6 +22,8 @@ from torch.profiler import ProfilerActivity, profile
 from tools.worker.inputs import clone_inputs
 from tools.worker.kernel_names import base_name
 
+TOP_K = 10  # kernels in a profile summary (the profile action's and the verifier's)
+
 _TRANSFER_PREFIXES = ("Memcpy", "Memset", "memcpy", "memset")
 
 
@@ -113,7 +115,7 @@ def profile_forward(
     own_kernels: Collection[str] = (),
     warmup: int = 1,
     iters: int = 1,
-    top_k: int = 10,
+    top_k: int = TOP_K,
     own_is_outside_ops: bool = True,
 ) -> dict[str, Any]:
     """Profile `iters` forwards after `warmup` and summarise one forward (ProfileInfo fields).

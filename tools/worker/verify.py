@@ -36,7 +36,6 @@ from tools.worker.reporting import Outcome, Progress, exception_summary
 from tools.worker.rounds import Contestant, ContestantFailed, time_in_rounds
 
 EXCESSIVE_SPEEDUP = 10.0  # KernelBench's flag (a note, not a failure)
-PROFILE_TOP = 10  # kernels in the profile summary the profiler node reads (as the profile action's)
 
 
 def timing_findings(info: dict[str, Any]) -> list[Finding]:
@@ -344,7 +343,9 @@ def _profile_checks(
     )
     cand = dynamic_checks.classify_events(events, own, dynamic_checks.PROFILE_ITERS)
     # The same trace answers the profiler node (top kernels, own share): it then needs no worker run.
-    response["profile"] = torch_profile.summarize_cuda(events, own, dynamic_checks.PROFILE_ITERS, PROFILE_TOP)  # type: ignore[typeddict-item]
+    response["profile"] = torch_profile.summarize_cuda(
+        events, own, dynamic_checks.PROFILE_ITERS, torch_profile.TOP_K
+    )  # type: ignore[typeddict-item]
     check_guards(harness.guards)  # not the OS-thread watch: the profiler starts threads of its own
     ref = reused_reference_split(request)
     if ref is None:
