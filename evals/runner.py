@@ -217,7 +217,24 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     record["operator_coverage"] = (report.get("hack_check") or {}).get("operator_coverage")
     plan = report.get("plan") or {}  # one forward's work: the eval report's roofline reads it
     record["work_flops"], record["work_bytes"] = plan.get("total_flops"), plan.get("total_bytes")
+    record["attempts"] = [compact_attempt(a) for a in attempts]
     return record
+
+
+ATTEMPT_FIELDS = ("candidate", "mode", "status", "verdict", "speedup_vs_eager", "summary", "message")
+ATTEMPT_TEXT_CHARS = 240  # per text field: the records stay small enough to carry between device calls
+
+
+def compact_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
+    """One coder -> verifier round as the suite record keeps it: what was tried and what the worker
+    said, so a demotion or a failure can be read from results.jsonl when the run folders are gone."""
+    kept: dict[str, Any] = {}
+    for key in ATTEMPT_FIELDS:
+        value = attempt.get(key)
+        if value in (None, ""):
+            continue
+        kept[key] = value[:ATTEMPT_TEXT_CHARS] if isinstance(value, str) else value
+    return kept
 
 
 def add_speedups(record: dict[str, Any], baselines: dict[str, Any] | None) -> None:

@@ -259,6 +259,7 @@ class Attempt(Artifact):
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     summary: str = ""
     verdict: str = Field("clean", description="the hack checks' verdict on this candidate")
+    message: str = Field("", description="the worker's verdict line (why a failing candidate failed)")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,12 +11,15 @@ from graph.context import Context
 from graph.state import State, read, read_optional
 from nodes.support.budget import charged
 from nodes.support.speed import beats
+from nodes.support.transient import run_with_retry
 from nodes.support.worker_client import (
     eval_request,
     run_worker,
     to_build_result,
     to_test_result,
 )
+
+ATTEMPT_MESSAGE_CHARS = 400  # the history keeps the head of each worker message (the report shows it)
 
 
 def failure_feedback(build: BuildResult, test: TestResult) -> Feedback:
@@ -87,9 +90,10 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reference_split = measured_reference_split(state)
     if reference_split is not None:
         request["reference_split"] = reference_split
-    response = run_worker(request, context)
+    response, test, retried = run_with_retry(
+        lambda: run_worker(request, context), lambda r: to_test_result(r, candidate.source)
+    )
     build = to_build_result(response)
-    test = to_test_result(response, candidate.source)
     attempt = Attempt(
         candidate=candidate.id,
         mode=candidate.mode,
@@ -101,8 +105,10 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         phases=test.phases,
         summary=candidate.summary,
         verdict=test.verdict,
+        message=((f"[verified again: {retried}] " if retried else "") + test.message)[:ATTEMPT_MESSAGE_CHARS],
     )
     update: dict[str, Any] = {"build": build.dump(), "test": test.dump(), "history": [attempt.dump()]}
+    retry_note = [f"verifier: candidate {candidate.id} verified again: {retried}"] if retried else []
 
     if test.status == "passed" and test.verdict != "hacked":
         best = read_optional(state, "best", Best)
@@ -116,15 +122,18 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         speed = (
             f"{test.candidate_ms:.3f} ms vs eager {test.eager_ms:.3f} ms" if test.candidate_ms else "untimed"
         )
-        update["log"] = [f"verifier: candidate {candidate.id} passed ({speed})"]
+        update["log"] = [*retry_note, f"verifier: candidate {candidate.id} passed ({speed})"]
         return update
 
     if test.status == "no_gpu":
-        update["log"] = [f"verifier: candidate {candidate.id} built in {build.seconds:.1f} s; {test.message}"]
+        update["log"] = [
+            *retry_note,
+            f"verifier: candidate {candidate.id} built in {build.seconds:.1f} s; {test.message}",
+        ]
         return update
 
     feedback = hacked_feedback(test) if test.status == "passed" else failure_feedback(build, test)
     update |= {"feedback": feedback.dump(), "coder_mode": "fix", "fix_streak": state.get("fix_streak", 0) + 1}
     outcome = "hacked" if feedback.kind == "hacked" else test.status
-    update["log"] = [f"verifier: candidate {candidate.id}: {outcome}: {feedback.summary}"]
+    update["log"] = [*retry_note, f"verifier: candidate {candidate.id}: {outcome}: {feedback.summary}"]
     return update

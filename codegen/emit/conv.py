@@ -40,7 +40,7 @@ CONV_PARAMS: list[tuple[str, str]] = [
 
 def write_conv(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
     """Fill `helper` for a conv group; returns (template, launches)."""
-    writer.unit.use("conv")
+    writer.unit.use("conv_engine", "conv")
     writer.unit.library_launcher("conv", CONV_PARAMS, group.id, result="int64_t")
     anchor = group.anchor
     assert anchor is not None

@@ -8,6 +8,8 @@ or a conv's epilogue and bias: schedule/fusion.py) is applied on load, its epilo
 
 from __future__ import annotations
 
+import math
+
 from codegen.emit.chain import build_chain, spec_ops
 from codegen.emit.functors import epi_functor
 from codegen.emit.helper import Helper
@@ -17,6 +19,7 @@ from codegen.frontend.pool_ops import PoolParams
 from codegen.schedule.fusion import Group, pool_template
 
 _MODES = {"max": 0, "avg": 1, "adaptive_avg": 2, "adaptive_max": 3}
+UNROLLED_WINDOW = 64  # fixed windows of at most this many taps are compile-time constants (unrolled)
 
 
 def _padded3(values: tuple[int, ...], fill: int) -> list[int]:
@@ -76,6 +79,9 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     if params.adaptive:
         window = [1] * 12
     consts = ", ".join(str(v) for v in window)
+    # A window small enough to unroll becomes template arguments (templates/pool.cuh says why).
+    kernel3 = _padded3(params.kernel, 1)
+    baked = kernel3 if not params.adaptive and math.prod(kernel3) <= UNROLLED_WINDOW else [0, 0, 0]
     shape_init = (
         f"  const StitchPoolShape s{{planes, id, ih, iw, od, oh, ow, {consts}, "
         f"{1 if params.count_include_pad else 0}, {params.divisor}}};"
@@ -89,7 +95,8 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
             pro_init,
             functor_init(epi, "epi", epi_chain.fields(), "e_"),
             shape_init,
-            f"  return stitch_pool_run<{_MODES[params.kind]}, {pro}, {epi}>(pro, y, s, epi, StitchLaunch{{threads, per_sm}}, stream);",
+            f"  return stitch_pool_run<{_MODES[params.kind]}, {', '.join(map(str, baked))}, {pro}, {epi}>"
+            "(pro, y, s, epi, StitchLaunch{threads, per_sm}, stream);",
         ]
     )
     launcher = writer.unit.launcher("pool", launch_params, body, group.id)

@@ -77,7 +77,14 @@ def _stitch_build(
 
 
 def _stitch_stream(t: torch.Tensor) -> int:
-    """The caller's current stream, so that timing with CUDA events sees every launch."""
+    """The caller's current stream, so that timing with CUDA events sees every launch.
+
+    torch's raw getter (what torch.compile's generated code calls) skips building a
+    torch.cuda.Stream object per launch, microseconds of host time that a short kernel waits for;
+    a torch without it takes the public route."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None and t.is_cuda:
+        return int(raw(t.get_device()))
     return torch.cuda.current_stream(t.device).cuda_stream
 
 

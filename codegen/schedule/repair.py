@@ -29,6 +29,7 @@ _LIB_KIND: dict[str, tuple[str, ...]] = {
     "softmax": ("softmax",),
     "layernorm": ("layer_norm",),
     "conv": ("conv",),
+    "conv_engine": ("conv",),
     "pool": ("pool",),
     "groupnorm": ("group_norm",),
 }

@@ -53,11 +53,38 @@ def verdict_of(test: TestResult) -> SpeedVerdict:
     return speed_verdict(test.speedup_vs_eager, test.speedup_cv, test.speedup_rounds)
 
 
+COVERAGE_STEP = 0.05  # operator coverage differences below this are the profile's noise, not a change
+_VERDICT_RANK = {"clean": 0, "suspicious": 1}  # suspicious: PyTorch fallbacks (hacked never competes)
+
+
+def less_covered(a: TestResult, b: TestResult) -> bool:
+    """Whether `a` leaves more of the work to PyTorch than `b`: a worse hack-check verdict, or a
+    measured operator coverage lower by more than COVERAGE_STEP."""
+    rank_a, rank_b = _VERDICT_RANK.get(a.verdict, 2), _VERDICT_RANK.get(b.verdict, 2)
+    if rank_a != rank_b:
+        return rank_a > rank_b
+    if a.operator_coverage is None or b.operator_coverage is None:
+        return False
+    return a.operator_coverage < b.operator_coverage - COVERAGE_STEP
+
+
 def beats(new: TestResult, best: TestResult | None) -> bool:
     """Whether `new` should replace `best` as the reported program: by the side-by-side speedup
-    when both were timed against eager, else by the candidate's own time."""
+    when both were timed against eager, else by the candidate's own time.
+
+    Coverage breaks ties the noise cannot: a candidate that hands more work to PyTorch (say, after
+    the fix branch demoted a group) wins only when it is faster beyond both candidates' noise bands,
+    and one that covers more wins unless it is slower beyond them. The product is CUDA programs;
+    a fallback that is merely no slower is not an improvement.
+    """
     if best is None:
         return True
     if new.speedup_vs_eager and best.speedup_vs_eager:
-        return new.speedup_vs_eager > best.speedup_vs_eager
+        ratio = new.speedup_vs_eager / best.speedup_vs_eager
+        band = max(verdict_of(new).band, verdict_of(best).band)
+        if less_covered(new, best):
+            return ratio > 1.0 + band
+        if less_covered(best, new):
+            return ratio >= 1.0 - band
+        return ratio > 1.0
     return (new.candidate_ms or math.inf) < (best.candidate_ms or math.inf)

@@ -3,9 +3,13 @@
 Global adaptive pools become covered reductions; windowed pools are one covered pool group with the
 epilogue; BatchNorm1d/3d and group/instance norm are covered. The nvcc build of a program holding every
 kind is in test_codegen_build.py (fixture level2/11_Pool_Families); numerics in tests/gpu/test_pool_gpu.py.
+The pooling kernel's window math (taps, padding, dilation, ceil mode, divisors; windows baked in as
+template arguments or read at run time) also runs here, compiled as plain C++ against PyTorch.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +119,158 @@ def test_pool_out_size_matches_pytorch(
 
     y = F.max_pool1d(torch.zeros(1, 1, size), kernel, stride, padding, dilation, ceil_mode)
     assert pool_out_size(size, kernel, stride, padding, dilation, ceil_mode) == y.shape[-1]
+
+
+@pytest.mark.parametrize(
+    ("module", "shape", "window"),
+    [
+        ("nn.MaxPool3d(3, 2, 1, ceil_mode=True)", (2, 4, 7, 9, 8), "0, 3, 3, 3"),
+        ("nn.AvgPool2d(3, 2, 1, count_include_pad=False)", (2, 4, 9, 9), "1, 1, 3, 3"),
+        ("nn.MaxPool1d(4, 2, 1, dilation=2)", (2, 4, 23), "0, 1, 1, 4"),
+        ("nn.AvgPool2d(9, 1)", (2, 4, 19, 19), "1, 0, 0, 0"),  # 81 taps: too many to unroll
+        ("nn.AdaptiveAvgPool2d((3, 5))", (2, 4, 9, 11), "2, 0, 0, 0"),  # windows vary: read at run time
+    ],
+)
+def test_small_fixed_windows_are_baked_into_the_kernel(
+    module: str, shape: tuple[int, ...], window: str
+) -> None:
+    """The launcher passes the window as template arguments, so the kernel's window loops unroll."""
+    source = PROBLEM.format(module=module, shape=shape)
+    task = Task(name="pool", path="pool.py", source=source)
+    policy = OfflinePolicy()
+    candidate = policy.write(task, policy.plan(task, None), 1)
+    assert f"stitch_pool_run<{window}, " in candidate.source
+
+
+# ----------------------------------------------------------------------------------------------
+# The pooling kernel's window math on the CPU (templates/pool.cuh compiled as plain C++)
+# ----------------------------------------------------------------------------------------------
+
+POOL_EMULATION = r"""
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+using std::max;
+using std::min;
+struct StitchDim3 { unsigned x = 1, y = 1, z = 1; };
+static StitchDim3 blockIdx, threadIdx, gridDim, blockDim;
+struct Load { const float* x; float load(int64_t i) const { return x[i]; } };
+struct Same { float apply(float v, int64_t) const { return v; } };
+#define STITCH_HOST_EMULATION
+#include "pool.cuh"
+
+template <int MODE, int KD, int KH, int KW>
+static void run(const StitchPoolShape& s, const float* x, float* y) {
+  gridDim = {3, 1, 1};  // a grid-stride loop over three small blocks
+  blockDim = {32, 1, 1};
+  for (unsigned b = 0; b < 3; ++b)
+    for (unsigned t = 0; t < 32; ++t) {
+      blockIdx = {b, 1, 1};
+      threadIdx = {t, 1, 1};
+      stitch_pool_kernel<MODE, KD, KH, KW, int, Load, Same>(Load{x}, y, s, Same{});
+    }
+}
+
+// argv: mode baked planes id ih iw od oh ow kd kh kw sd sh sw pd ph pw dd dh dw cip divisor input.bin
+int main(int argc, char** argv) {
+  const int mode = atoi(argv[1]), baked = atoi(argv[2]);
+  int64_t v[7];
+  int w[14];
+  for (int i = 0; i < 7; ++i) v[i] = atoll(argv[3 + i]);
+  for (int i = 0; i < 14; ++i) w[i] = atoi(argv[10 + i]);
+  const StitchPoolShape s{v[0], v[1], v[2], v[3], v[4], v[5], v[6], w[0], w[1], w[2], w[3], w[4], w[5],
+                          w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13]};
+  std::vector<float> x(v[0] * v[1] * v[2] * v[3]);
+  FILE* f = fopen(argv[24], "rb");
+  if (f == nullptr || fread(x.data(), sizeof(float), x.size(), f) != x.size()) return 2;
+  fclose(f);
+  std::vector<float> y(v[0] * v[4] * v[5] * v[6], -12345.f);
+  const int k = w[0] * 100 + w[1] * 10 + w[2];  // the window, for the baked instantiations below
+  if (!baked && mode == 0) run<0, 0, 0, 0>(s, x.data(), y.data());
+  if (!baked && mode == 1) run<1, 0, 0, 0>(s, x.data(), y.data());
+  if (mode == 2) run<2, 0, 0, 0>(s, x.data(), y.data());
+  if (mode == 3) run<3, 0, 0, 0>(s, x.data(), y.data());
+  if (baked && mode == 0 && k == 333) run<0, 3, 3, 3>(s, x.data(), y.data());
+  if (baked && mode == 0 && k == 133) run<0, 1, 3, 3>(s, x.data(), y.data());
+  if (baked && mode == 0 && k == 114) run<0, 1, 1, 4>(s, x.data(), y.data());
+  if (baked && mode == 0 && k == 122) run<0, 1, 2, 2>(s, x.data(), y.data());
+  if (baked && mode == 1 && k == 133) run<1, 1, 3, 3>(s, x.data(), y.data());
+  if (baked && mode == 1 && k == 333) run<1, 3, 3, 3>(s, x.data(), y.data());
+  if (baked && mode == 1 && k == 125) run<1, 1, 2, 5>(s, x.data(), y.data());
+  for (float value : y) printf("%.9g\n", value);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def pool_emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from support.host_emulation import build_emulator
+
+    return build_emulator(tmp_path_factory.mktemp("pool_emulation"), POOL_EMULATION)
+
+
+WINDOW_CASES = [
+    ("max", 3, {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, (2, 3, 7, 9, 8)),
+    ("max", 2, {"kernel_size": 3, "stride": 2, "padding": 1}, (2, 3, 11, 10)),
+    ("max", 1, {"kernel_size": 4, "stride": 2, "padding": 2, "dilation": 3}, (2, 4, 37)),
+    ("max", 2, {"kernel_size": 2, "stride": 2, "ceil_mode": True}, (1, 2, 9, 7)),
+    ("avg", 2, {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}, (2, 3, 11, 10)),
+    ("avg", 2, {"kernel_size": 3, "stride": 1, "padding": 1, "count_include_pad": True}, (1, 2, 6, 5)),
+    ("avg", 3, {"kernel_size": 3, "stride": 2, "padding": 1}, (1, 2, 7, 6, 9)),
+    (
+        "avg",
+        2,
+        {"kernel_size": (2, 5), "stride": (1, 2), "padding": (1, 2), "divisor_override": 7},
+        (1, 2, 6, 11),
+    ),
+    ("adaptive_avg", 2, {"output_size": (3, 4)}, (2, 3, 11, 10)),
+    ("adaptive_max", 3, {"output_size": (2, 3, 2)}, (1, 2, 5, 7, 6)),
+]
+# each fixed window twice: baked in as template arguments, and read from the shape at run time
+BAKED_CASES = [
+    (*case, baked) for case in WINDOW_CASES for baked in ((0,) if "adaptive" in case[0] else (0, 1))
+]
+
+
+@pytest.mark.parametrize(("kind", "nd", "kwargs", "shape", "baked"), BAKED_CASES)
+def test_the_pool_kernel_matches_pytorch_with_baked_and_runtime_windows(
+    pool_emulator: Path, tmp_path: Path, kind: str, nd: int, kwargs: dict, shape: tuple[int, ...], baked: int
+) -> None:
+    """Every window tap the unrolled loops take is the one PyTorch takes: padding, dilation, ceil mode,
+    the divisor's clipping; the same kernel with the window read at run time agrees."""
+    import subprocess
+
+    import torch
+    import torch.nn.functional as F
+
+    from codegen.emit.pool import _MODES
+
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    x.view(-1)[::7] = x.view(-1)[1::7][: x.view(-1)[::7].numel()]  # ties: the first maximum must win
+    y = getattr(F, f"{kind}_pool{nd}d")(x, **kwargs)
+    pad3 = lambda v, fill: [fill] * (3 - nd) + (list(v) if isinstance(v, tuple) else [v] * nd)  # noqa: E731
+    spatial_in, spatial_out = pad3(tuple(shape[2:]), 1), pad3(tuple(y.shape[2:]), 1)
+    if kind.startswith("adaptive"):
+        window = [1] * 12
+    else:
+        stride = kwargs.get("stride", kwargs["kernel_size"])
+        window = pad3(kwargs["kernel_size"], 1) + pad3(stride, 1) + pad3(kwargs.get("padding", 0), 0)
+        window += pad3(kwargs.get("dilation", 1), 1)
+    cip = int(kwargs.get("count_include_pad", True))
+    divisor = int(kwargs.get("divisor_override") or 0)
+    planes = shape[0] * shape[1]
+    (tmp_path / "x.bin").write_bytes(x.numpy().astype("float32").tobytes())
+    args = [str(_MODES[kind]), str(baked), str(planes), *map(str, spatial_in), *map(str, spatial_out)]
+    args += [*map(str, window), str(cip), str(divisor), str(tmp_path / "x.bin")]
+    out = subprocess.run([str(pool_emulator), *args], capture_output=True, text=True, timeout=60, check=True)
+    got = torch.tensor([float(v) for v in out.stdout.split()]).view(y.shape)
+    torch.testing.assert_close(got, y, atol=1e-6, rtol=1e-6)

@@ -241,6 +241,10 @@ def test_records_carry_status_verdict_and_baselines(killed_then_resumed: dict) -
     assert ok["speedup_vs_compile"] is None  # only eager was asked for
     broken = records["level1/2_ScaleReluBroken"]
     assert broken["status"] == "failed" and broken["built"] is False
+    # each round says what the worker answered, so a failure reads from the record alone
+    assert broken["attempts"] and all(a["status"] == "build_error" for a in broken["attempts"])
+    assert all(a["message"] and len(a["message"]) <= runner.ATTEMPT_TEXT_CHARS for a in broken["attempts"])
+    assert [a["status"] for a in ok["attempts"]][-1] == "passed"
     hacked = records["level2/1_ScaleReluFallback"]
     assert hacked["verdict"] == "hacked" and hacked["verdict_source"] in ("static", "report")
 

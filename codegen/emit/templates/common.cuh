@@ -5,23 +5,38 @@
 
 #define STITCH_FULL_MASK 0xffffffffu
 
-// SM count of the current device, cached per device; 132 (H200) if the query fails.
-static inline int stitch_sm_count() {
+// An attribute of the current device, cached per device (SLOT: one cache per attribute); `fallback` (an
+// H200's value) when the query fails.
+template <int SLOT>
+static inline int stitch_device_attr(cudaDeviceAttr attr, int fallback) {
   static int cached[64] = {0};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
     (void)cudaGetLastError();
-    return 132;
+    return fallback;
   }
   if (cached[dev] == 0) {
     int value = 0;
-    if (cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || value <= 0) {
+    if (cudaDeviceGetAttribute(&value, attr, dev) != cudaSuccess || value <= 0) {
       (void)cudaGetLastError();
-      value = 132;
+      value = fallback;
     }
     cached[dev] = value;
   }
   return cached[dev];
+}
+
+static inline int stitch_sm_count() { return stitch_device_attr<0>(cudaDevAttrMultiProcessorCount, 132); }
+
+static inline int64_t stitch_l2_bytes() { return stitch_device_attr<1>(cudaDevAttrL2CacheSize, 50 << 20); }
+
+// Whether, with one row per SM, the `reread_bytes` of each row that a block reads twice (a row kernel's
+// statistics pass, then its output pass) stay in L2 meanwhile: at least a row per SM, and those bytes
+// of the rows in flight within 60% of L2, the rest left for the outputs streaming through. Then a
+// fused block-per-row kernel reads DRAM once where a statistics and an output kernel read it twice.
+static inline bool stitch_rows_stay_in_l2(int64_t rows, int64_t reread_bytes) {
+  const int64_t sms = stitch_sm_count();
+  return rows >= sms && reread_bytes * sms <= stitch_l2_bytes() * 3 / 5;
 }
 
 // Blocks for a grid-stride loop over `work` items: enough to fill the GPU, never more than needed.
@@ -204,6 +219,30 @@ __device__ __forceinline__ T stitch_warp_reduce(T v, Op op) {
 struct StitchRowPart {
   int64_t row, base, lo, hi;
 };
+
+// The values of [lo, hi) of the row at `base` that this thread owns in a block-strided sweep, read through
+// the prologue (and stored to `saved` when given): on4(t) for each 16-byte group when `vec`, else on1(v) for
+// each value. The statistics passes of lib softmax and lib layernorm sweep their row parts with it.
+template <int UNROLL, class Pro, class On4, class On1>
+__device__ __forceinline__ void stitch_row_part_sweep(const Pro& pro, float* saved, int64_t base, int64_t lo,
+                                                      int64_t hi, bool vec, On4 on4, On1 on1) {
+  if (vec) {
+#pragma unroll UNROLL
+    for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
+      float t[4];
+      pro.load4(base + c, t);
+      if (saved != nullptr) stitch_st4(saved + base + c, t);
+      on4(t);
+    }
+  } else {
+#pragma unroll UNROLL
+    for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+      const float t = pro.load(base + c);
+      if (saved != nullptr) saved[base + c] = t;
+      on1(t);
+    }
+  }
+}
 
 __device__ __forceinline__ StitchRowPart stitch_row_part(int64_t item, int64_t parts, int64_t chunk, int64_t cols) {
   StitchRowPart r;

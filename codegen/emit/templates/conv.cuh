@@ -83,6 +83,7 @@ struct StitchConvPlan {
   int fused;  // 1: cudnnConvolutionBiasActivationForward; 0: the plain call, then our epilogue kernel if any
   size_t workspace;
   float* zero_bias;  // the fused call needs a bias: zeros when the convolution has none
+  StitchConvEngines* engines;  // graph-API engines (templates/conv_engine.cuh), built at the first search
 };
 
 struct StitchConvCandidate {
@@ -307,6 +308,7 @@ static void stitch_conv_release(StitchConvPlan* p) {
   if (p->conv) cudnnDestroyConvolutionDescriptor(p->conv);
   if (p->act) cudnnDestroyActivationDescriptor(p->act);
   if (p->zero_bias) cudaFree(p->zero_bias);
+  stitch_engines_release(p->engines);
   *p = StitchConvPlan();
 }
 
@@ -319,32 +321,56 @@ static cudnnStatus_t stitch_conv_tensor(cudnnTensorDescriptor_t* desc, int nb, c
   return cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT, nb, dims, strides);
 }
 
-// Descriptors of one plan for a chunk of n batch items (1-D problems get a leading unit spatial dim).
-static cudnnStatus_t stitch_conv_describe(StitchConvPlan* p, const StitchConvArgs& a, int64_t n) {
-  const int sd = a.nd < 2 ? 2 : a.nd;
-  const int lead = sd - a.nd;
-  const int nb = sd + 2;
-  int xd[5], yd[5], wd[5], bd[5], pad[3], stride[3], dil[3];
-  xd[0] = (int)n;
-  xd[1] = (int)a.c;
-  yd[0] = (int)n;
-  yd[1] = (int)a.k;
-  // Forward: filter (k, c/groups, ...). Transposed: cuDNN's backward-data filter is the forward one of the
-  // adjoint problem, (c, k/groups, ...), which is exactly ConvTranspose's weight layout.
-  wd[0] = (int)(a.transposed ? a.c : a.k);
-  wd[1] = (int)(a.transposed ? a.k / a.groups : a.c / a.groups);
-  bd[0] = 1;
-  bd[1] = (int)a.k;
-  for (int i = 0; i < sd; ++i) {
+// The tensor and convolution sizes cuDNN sees for a chunk of n batch items: 1-D problems get a leading
+// unit spatial dim. Forward: filter (k, c/groups, ...). Transposed: cuDNN's backward-data filter is the
+// forward one of the adjoint problem, (c, k/groups, ...), which is exactly ConvTranspose's weight layout.
+struct StitchConvDims {
+  int sd, nb;
+  int64_t x[5], y[5], w[5], b[5], pad[3], stride[3], dil[3];
+};
+
+static StitchConvDims stitch_conv_dims(const StitchConvArgs& a, int64_t n) {
+  StitchConvDims d;
+  d.sd = a.nd < 2 ? 2 : a.nd;
+  d.nb = d.sd + 2;
+  const int lead = d.sd - a.nd;
+  d.x[0] = n;
+  d.x[1] = a.c;
+  d.y[0] = n;
+  d.y[1] = a.k;
+  d.w[0] = a.transposed ? a.c : a.k;
+  d.w[1] = a.transposed ? a.k / a.groups : a.c / a.groups;
+  d.b[0] = 1;
+  d.b[1] = a.k;
+  for (int i = 0; i < d.sd; ++i) {
     const int j = i - lead;
     const bool unit = j < 0;
-    xd[2 + i] = unit ? 1 : (int)a.in[j];
-    yd[2 + i] = unit ? 1 : (int)a.out[j];
-    wd[2 + i] = unit ? 1 : (int)a.ker[j];
-    bd[2 + i] = 1;
-    pad[i] = unit ? 0 : (int)a.pad[j];
-    stride[i] = unit ? 1 : (int)a.stride[j];
-    dil[i] = unit ? 1 : (int)a.dil[j];
+    d.x[2 + i] = unit ? 1 : a.in[j];
+    d.y[2 + i] = unit ? 1 : a.out[j];
+    d.w[2 + i] = unit ? 1 : a.ker[j];
+    d.b[2 + i] = 1;
+    d.pad[i] = unit ? 0 : a.pad[j];
+    d.stride[i] = unit ? 1 : a.stride[j];
+    d.dil[i] = unit ? 1 : a.dil[j];
+  }
+  return d;
+}
+
+// Descriptors of one plan for a chunk of n batch items.
+static cudnnStatus_t stitch_conv_describe(StitchConvPlan* p, const StitchConvArgs& a, int64_t n) {
+  const StitchConvDims d = stitch_conv_dims(a, n);
+  const int sd = d.sd, nb = d.nb;
+  int xd[5], yd[5], wd[5], bd[5], pad[3], stride[3], dil[3];
+  for (int i = 0; i < nb; ++i) {
+    xd[i] = (int)d.x[i];
+    yd[i] = (int)d.y[i];
+    wd[i] = (int)d.w[i];
+    bd[i] = (int)d.b[i];
+  }
+  for (int i = 0; i < sd; ++i) {
+    pad[i] = (int)d.pad[i];
+    stride[i] = (int)d.stride[i];
+    dil[i] = (int)d.dil[i];
   }
   cudnnStatus_t st = stitch_conv_tensor(&p->x, nb, xd);
   if (st == CUDNN_STATUS_SUCCESS) st = stitch_conv_tensor(&p->y, nb, yd);
@@ -378,10 +404,13 @@ static int stitch_conv_run(cudnnHandle_t h, StitchConvPlan* p, const StitchConvA
                            int fused, const StitchConvPtrs& t, float* y, int64_t n, void* ws, size_t ws_bytes,
                            cudaStream_t stream) {
   if (algo == STITCH_DW_ALGO) return stitch_dw_launch(a, t, y, n, stream);  // epilogue included
-  cudnnStatus_t st = cudnnSetConvolutionMathType(p->conv, math);
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  if (!stitch_is_engine_algo(algo)) st = cudnnSetConvolutionMathType(p->conv, math);
   if (st != CUDNN_STATUS_SUCCESS) return STITCH_CUDNN_ERROR(st);
   const float one = 1.f, zero = 0.f;
-  if (a.transposed) {
+  if (stitch_is_engine_algo(algo)) {  // never fused: the epilogue below follows
+    st = stitch_engine_run(h, p->engines, STITCH_ENGINE_INDEX(algo), t.x, t.w, y, ws, ws_bytes);
+  } else if (a.transposed) {
     st = cudnnConvolutionBackwardData(h, &one, p->w, t.w, p->x, t.x, p->conv, (cudnnConvolutionBwdDataAlgo_t)algo, ws,
                                       ws_bytes, &zero, p->y, y);
   } else if (fused) {
@@ -415,6 +444,13 @@ static cudnnStatus_t stitch_conv_workspace_size(cudnnHandle_t h, StitchConvPlan*
     *bytes = 0;
     return CUDNN_STATUS_SUCCESS;
   }
+  if (stitch_is_engine_algo(algo)) {
+    const int index = STITCH_ENGINE_INDEX(algo);
+    if (p->engines == nullptr || index >= (int)p->engines->plans.size() || p->engines->plans[(size_t)index] == nullptr)
+      return CUDNN_STATUS_NOT_SUPPORTED;
+    *bytes = (size_t)p->engines->workspace[(size_t)index];
+    return CUDNN_STATUS_SUCCESS;
+  }
   cudnnStatus_t st = cudnnSetConvolutionMathType(p->conv, math);
   if (st != CUDNN_STATUS_SUCCESS) return st;
   if (transposed) {
@@ -435,9 +471,24 @@ static void stitch_conv_columns(const std::vector<Perf>& perf, int returned, std
   }
 }
 
-// The algorithms cuDNN offers for this problem in its heuristic order, TF32 ones only when allowed.
-static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a,
-                                            std::vector<StitchConvCandidate>* out) {
+// The graph-API engines of a forward convolution for a chunk of n items, built once per plan; false when
+// they are switched off, do not apply or fail to build (the legacy algorithms remain).
+static bool stitch_conv_engines_ready(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a, int64_t n,
+                                      bool aligned16) {
+  if (p->engines != nullptr) return true;
+  if (!stitch_engines_enabled() || a.transposed || n <= 0) return false;
+  const StitchConvDims d = stitch_conv_dims(a, n);
+  // Later batch chunks start one chunk of items further: 16-byte aligned too only if an item's size is.
+  const bool items16 = (a.c * stitch_conv_volume(a.in, 3)) % 4 == 0 && (a.k * stitch_conv_volume(a.out, 3)) % 4 == 0;
+  const cudnnStatus_t st = stitch_engines_build(h, d.nb, d.x, d.w, d.y, d.pad, d.stride, d.dil,
+                                                aligned16 && items16 ? 16 : 4, a.allow_tf32, &p->engines);
+  return st == CUDNN_STATUS_SUCCESS && p->engines != nullptr;
+}
+
+// The algorithms cuDNN offers for this problem in its heuristic order, TF32 ones only when allowed; with
+// n > 0 (a search, not a capture) also the graph-API engines.
+static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a, int64_t n,
+                                            bool aligned16, std::vector<StitchConvCandidate>* out) {
   const cudnnMathType_t wanted = a.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   cudnnStatus_t st = cudnnSetConvolutionMathType(p->conv, wanted);
   if (st != CUDNN_STATUS_SUCCESS) return st;
@@ -475,6 +526,16 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
     c.memory = 0;
     if (stitch_conv_workspace_size(h, p, a.transposed, c.algo, c.math, &c.memory) != CUDNN_STATUS_SUCCESS) continue;
     out->push_back(c);
+  }
+  if (stitch_conv_engines_ready(h, p, a, n, aligned16)) {  // after the legacy ones: never the reference
+    for (size_t i = 0; i < p->engines->plans.size(); ++i) {
+      if (p->engines->plans[i] == nullptr) continue;
+      StitchConvCandidate engine;
+      engine.algo = STITCH_ENGINE_ALGO((int)i);
+      engine.math = CUDNN_FMA_MATH;  // unused: the engine's numerical notes decided
+      engine.memory = (size_t)p->engines->workspace[i];
+      out->push_back(engine);
+    }
   }
   if (stitch_dw_smem(a) > 0) {  // after cuDNN's: the accuracy reference is always one of theirs
     StitchConvCandidate own;
@@ -560,7 +621,9 @@ static std::string stitch_conv_key_text(const int64_t* key, int device) {
     snprintf(head, sizeof(head), "v2|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
     names[device] = head;
   }
-  std::string text = names[device];
+  // With the graph-API engines switched on the candidates differ: their choices never answer a search
+  // run without them, nor the other way round.
+  std::string text = names[device] + (stitch_engines_enabled() ? "|engines" : "");
   char buf[32];
   for (int i = 0; i < STITCH_CONV_KEY; ++i) {
     if (i == 28) continue;  // the device index
@@ -571,6 +634,10 @@ static std::string stitch_conv_key_text(const int64_t* key, int device) {
 }
 
 // ---- search -------------------------------------------------------------------------------------------
+
+static bool stitch_conv_aligned16(const StitchConvPtrs& t) {
+  return (((uintptr_t)t.x | (uintptr_t)t.w | (uintptr_t)t.y | (uintptr_t)t.z | (uintptr_t)t.bias) & 15u) == 0;
+}
 
 static int stitch_conv_zero_bias(StitchConvPlan* p, int64_t k, cudaStream_t stream) {
   if (p->zero_bias != nullptr) return 0;
@@ -591,7 +658,7 @@ static bool stitch_conv_fusable(const StitchConvArgs& a, const StitchConvPtrs& t
 static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a, const StitchConvPtrs& t,
                               int64_t n, cudaStream_t stream) {
   std::vector<StitchConvCandidate> cands;
-  cudnnStatus_t st = stitch_conv_candidates(h, p, a, &cands);
+  cudnnStatus_t st = stitch_conv_candidates(h, p, a, n, stitch_conv_aligned16(t), &cands);
   if (st != CUDNN_STATUS_SUCCESS) return STITCH_CUDNN_ERROR(st);
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return (int)cudaGetLastError();
@@ -704,7 +771,7 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
 // Inside a capture: cuDNN's first accurate-class choice, the plain call, nothing allocated or timed.
 static int stitch_conv_heuristic(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a) {
   std::vector<StitchConvCandidate> cands;
-  const cudnnStatus_t st = stitch_conv_candidates(h, p, a, &cands);
+  const cudnnStatus_t st = stitch_conv_candidates(h, p, a, 0, false, &cands);
   if (st != CUDNN_STATUS_SUCCESS) return STITCH_CUDNN_ERROR(st);
   for (const StitchConvCandidate& c : cands) {
     if (!stitch_conv_accurate_class(a.transposed, c.algo)) continue;
@@ -720,7 +787,12 @@ static int stitch_conv_heuristic(cudnnHandle_t h, StitchConvPlan* p, const Stitc
 
 // A choice read from the disk cache, checked against this cuDNN (the workspace is queried again).
 static bool stitch_conv_from_disk(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a, const StitchConvPtrs& t,
-                                  const StitchConvChoice& c, bool capturing, cudaStream_t stream) {
+                                  int64_t n, const StitchConvChoice& c, bool capturing, cudaStream_t stream) {
+  // An engine is rebuilt from the heuristics' list (the same list for the same cuDNN, GPU and shape), never
+  // inside a capture: building a plan may compile a kernel.
+  if (stitch_is_engine_algo(c.algo) &&
+      (capturing || !stitch_conv_engines_ready(h, p, a, n, stitch_conv_aligned16(t))))
+    return false;
   size_t bytes = 0;
   if (stitch_conv_workspace_size(h, p, a.transposed, c.algo, (cudnnMathType_t)c.math, &bytes) != CUDNN_STATUS_SUCCESS)
     return false;
@@ -742,7 +814,7 @@ static int stitch_conv_plan(cudnnHandle_t h, const StitchConvArgs& a, const Stit
                             bool capturing, cudaStream_t stream, const StitchConvPlan* keep, StitchConvPlan** out) {
   static StitchConvPlan plans[STITCH_CONV_PLANS];
   static int next_slot = 0;
-  const uintptr_t align = ((uintptr_t)t.x | (uintptr_t)t.w | (uintptr_t)t.y | (uintptr_t)t.z | (uintptr_t)t.bias) & 15u;
+  const uintptr_t align = stitch_conv_aligned16(t) ? 0 : 1;
   int64_t key[STITCH_CONV_KEY] = {a.transposed, a.nd, n, a.c, a.k, a.groups};
   for (int i = 0; i < 3; ++i) {
     key[6 + i] = a.in[i];
@@ -790,7 +862,7 @@ static int stitch_conv_plan(cudnnHandle_t h, const StitchConvArgs& a, const Stit
     p->math = CUDNN_FMA_MATH;
     p->fused = 0;
     p->workspace = 0;
-  } else if (!(hit != disk.end() && stitch_conv_from_disk(h, p, a, t, hit->second, capturing, stream))) {
+  } else if (!(hit != disk.end() && stitch_conv_from_disk(h, p, a, t, n, hit->second, capturing, stream))) {
     err = capturing ? stitch_conv_heuristic(h, p, a) : stitch_conv_search(h, p, a, t, n, stream);
     if (err == 0 && !capturing && !text.empty()) {
       StitchConvChoice c;

@@ -191,24 +191,16 @@ __global__ void stitch_layernorm_stats_kernel(Pro pro, float* saved, double* ws,
     const int64_t base = rp.base, lo = rp.lo, hi = rp.hi;
     double sum = 0.0;
     double sq = 0.0;
-    if (vec) {
-#pragma unroll 4
-      for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
-        float t[4];
-        pro.load4(base + c, t);
-        if (saved != nullptr) stitch_st4(saved + base + c, t);
-        sum += (double)((t[0] + t[1]) + (t[2] + t[3]));
-        sq += (double)((t[0] * t[0] + t[1] * t[1]) + (t[2] * t[2] + t[3] * t[3]));
-      }
-    } else {
-#pragma unroll 4
-      for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
-        const float t = pro.load(base + c);
-        if (saved != nullptr) saved[base + c] = t;
-        sum += (double)t;
-        sq += (double)t * (double)t;
-      }
-    }
+    stitch_row_part_sweep<4>(
+        pro, saved, base, lo, hi, vec,
+        [&](const float* t) {
+          sum += (double)((t[0] + t[1]) + (t[2] + t[3]));
+          sq += (double)((t[0] * t[0] + t[1] * t[1]) + (t[2] * t[2] + t[3] * t[3]));
+        },
+        [&](float t) {
+          sum += (double)t;
+          sq += (double)t * (double)t;
+        });
     sum = stitch_block_reduce(sum, StitchSumOp(), 0.0, red_d);
     sq = stitch_block_reduce(sq, StitchSumOp(), 0.0, red_d);
     if (threadIdx.x == 0) {

@@ -1,7 +1,8 @@
 // lib pool: max / average / adaptive pooling over the last 1-3 dims of a contiguous [planes, D, H, W]
 // tensor (1-D and 2-D pools use D = 1, H = 1). One thread per output element, grid-stride; the
 // window loops read each input row segment with consecutive threads on consecutive outputs, so the
-// loads of a warp fall in a few cache lines. Pro::load(i) reads input element i (StitchInput: the
+// loads of a warp fall in a few cache lines; fixed windows are compile-time constants where the
+// generated launcher bakes them in, and large adaptive windows take a warp per output. Pro::load(i) reads input element i (StitchInput: the
 // tensor itself; a StitchPro_* functor: through the group's elementwise prologue, e.g. a conv's bias
 // and epilogue, recomputed where windows overlap, so that chain's result is never written);
 // Epi::apply(v, e) fuses the group's elementwise epilogue into the store.
@@ -23,21 +24,36 @@ __device__ __forceinline__ void stitch_adaptive_window(int64_t o, int64_t in, in
   end = ((o + 1) * in + out - 1) / out;
 }
 
-template <int MODE, class I, class Pro, class Epi>
+// Output element e's coordinates (od, oh, ow) and the offset of its plane's first input element.
+template <class I>
+__device__ __forceinline__ void stitch_pool_output(I e, const StitchPoolShape& s, I& od, I& oh, I& ow, I& xp) {
+  ow = e % (I)s.ow;
+  I t = e / (I)s.ow;
+  oh = t % (I)s.oh;
+  t /= (I)s.oh;
+  od = t % (I)s.od;
+  xp = (t / (I)s.od) * (I)s.id * (I)s.ih * (I)s.iw;
+}
+
+// The window extent along one dim: the compile-time K when the launcher baked one in (K > 0), else the
+// shape's. Compile-time windows let the loops below unroll, so a thread issues all its window's loads at
+// once instead of one per loop trip (the kernel is bound by load latency otherwise).
+template <int K>
+__device__ __forceinline__ int stitch_pool_extent(int runtime) {
+  return K > 0 ? K : runtime;
+}
+
+template <int MODE, int KD, int KH, int KW, class I, class Pro, class Epi>
 __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, Epi epi) {
   // I: the index type, int when every input and output index fits (the launcher checks), which
   // makes the per-element divisions and window arithmetic 32-bit; int64_t otherwise.
   const I od_n = (I)s.od, oh_n = (I)s.oh, ow_n = (I)s.ow, id_n = (I)s.id, ih_n = (I)s.ih, iw_n = (I)s.iw;
   const I total = (I)s.planes * od_n * oh_n * ow_n;
   const I step = (I)gridDim.x * (I)blockDim.x;
+  const int kd = stitch_pool_extent<KD>(s.kd), kh = stitch_pool_extent<KH>(s.kh), kw = stitch_pool_extent<KW>(s.kw);
   for (I e = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; e < total; e += step) {
-    const I ow = e % ow_n;
-    I t = e / ow_n;
-    const I oh = t % oh_n;
-    t /= oh_n;
-    const I od = t % od_n;
-    const I plane = t / od_n;
-    const I xp = plane * id_n * ih_n * iw_n;  // the plane's first input element
+    I od, oh, ow, xp;  // xp: the plane's first input element
+    stitch_pool_output(e, s, od, oh, ow, xp);
     float v;
     if (MODE == 2 || MODE == 3) {
       int64_t d0, d1, h0, h1, w0, w1;
@@ -56,18 +72,22 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
       v = MODE == 2 ? acc / (float)((d1 - d0) * (h1 - h0) * (w1 - w0)) : acc;
     } else if (MODE == 0) {
       float acc = -INFINITY;
-      for (int a = 0; a < s.kd; ++a) {
+#pragma unroll
+      for (int a = 0; a < kd; ++a) {
         const I d = od * (I)s.sd - (I)s.pd + (I)a * (I)s.dd;
-        if (d < 0 || d >= id_n) continue;
-        for (int b = 0; b < s.kh; ++b) {
+        const bool d_in = d >= 0 && d < id_n;
+#pragma unroll
+        for (int b = 0; b < kh; ++b) {
           const I h = oh * (I)s.sh - (I)s.ph + (I)b * (I)s.dh;
-          if (h < 0 || h >= ih_n) continue;
+          const bool h_in = d_in && h >= 0 && h < ih_n;
           const I row = xp + (d * ih_n + h) * iw_n;
-          for (int c = 0; c < s.kw; ++c) {
+#pragma unroll
+          for (int c = 0; c < kw; ++c) {
             const I w = ow * (I)s.sw - (I)s.pw + (I)c * (I)s.dw;
-            if (w < 0 || w >= iw_n) continue;
-            const float q = pro.load(row + w);
-            if (q > acc || q != q) acc = q;  // NaN propagates, as in PyTorch
+            if (h_in && w >= 0 && w < iw_n) {
+              const float q = pro.load(row + w);
+              if (q > acc || q != q) acc = q;  // NaN propagates, as in PyTorch
+            }
           }
         }
       }
@@ -75,22 +95,31 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
     } else {
       // PyTorch's average: the window is clipped to the padded input for count_include_pad, to the
       // input itself for the sum and for the other divisor.
-      I d0 = od * (I)s.sd - (I)s.pd, h0 = oh * (I)s.sh - (I)s.ph, w0 = ow * (I)s.sw - (I)s.pw;
-      I d1 = min(d0 + (I)s.kd, id_n + (I)s.pd), h1 = min(h0 + (I)s.kh, ih_n + (I)s.ph),
-        w1 = min(w0 + (I)s.kw, iw_n + (I)s.pw);
-      const I padded = (d1 - d0) * (h1 - h0) * (w1 - w0);
-      d0 = max(d0, (I)0);
-      h0 = max(h0, (I)0);
-      w0 = max(w0, (I)0);
-      d1 = min(d1, id_n);
-      h1 = min(h1, ih_n);
-      w1 = min(w1, iw_n);
+      const I ds = od * (I)s.sd - (I)s.pd, hs = oh * (I)s.sh - (I)s.ph, ws = ow * (I)s.sw - (I)s.pw;
+      const I d1p = min(ds + (I)kd, id_n + (I)s.pd), h1p = min(hs + (I)kh, ih_n + (I)s.ph),
+              w1p = min(ws + (I)kw, iw_n + (I)s.pw);
+      const I padded = (d1p - ds) * (h1p - hs) * (w1p - ws);
+      const I d0 = max(ds, (I)0), h0 = max(hs, (I)0), w0 = max(ws, (I)0);
+      const I d1 = min(d1p, id_n), h1 = min(h1p, ih_n), w1 = min(w1p, iw_n);
       float acc = 0.f;
-      for (I d = d0; d < d1; ++d)
-        for (I h = h0; h < h1; ++h) {
+      // The unrolled window, each tap taken when it lies inside [d0, d1) x [h0, h1) x [w0, w1): the same
+      // terms in the same order as the loops over the clipped window.
+#pragma unroll
+      for (int a = 0; a < kd; ++a) {
+        const I d = ds + (I)a;
+        const bool d_in = d >= d0 && d < d1;
+#pragma unroll
+        for (int b = 0; b < kh; ++b) {
+          const I h = hs + (I)b;
+          const bool h_in = d_in && h >= h0 && h < h1;
           const I row = xp + (d * ih_n + h) * iw_n;
-          for (I w = w0; w < w1; ++w) acc += pro.load(row + w);
+#pragma unroll
+          for (int c = 0; c < kw; ++c) {
+            const I w = ws + (I)c;
+            if (h_in && w >= w0 && w < w1) acc += pro.load(row + w);
+          }
         }
+      }
       const I count = s.divisor > 0 ? (I)s.divisor : (s.count_include_pad ? padded : (d1 - d0) * (h1 - h0) * (w1 - w0));
       v = acc / (float)count;
     }
@@ -98,21 +127,82 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
   }
 }
 
-// One thread per output; by default one block per `threads` outputs (no grid-stride cap: on an H100
-// a capped grid-stride loop streamed 7% slower), the launch table's per_sm caps it when set.
-template <int MODE, class Pro, class Epi>
+#ifndef STITCH_HOST_EMULATION  // tests/codegen/test_pool.py runs the thread kernel's window math on the CPU
+// Adaptive pooling with large windows (a 224x224 plane to 7x7: 1024 inputs an output): one warp per
+// output, the lanes over the flattened window, so a warp reads whole row segments (coalesced) where
+// one thread per output would read one element from each of 32 rows 32 floats apart. The lanes'
+// partial sums (maxima) combine in a warp tree.
+template <int MODE, class I, class Pro, class Epi>
+__global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, Epi epi) {
+  const I od_n = (I)s.od, oh_n = (I)s.oh, ow_n = (I)s.ow, ih_n = (I)s.ih, iw_n = (I)s.iw;
+  const I total = (I)s.planes * od_n * oh_n * ow_n;
+  const int lane = threadIdx.x & 31;
+  const I warps = (I)gridDim.x * (I)(blockDim.x / 32);
+  for (I e = (I)blockIdx.x * (I)(blockDim.x / 32) + (I)(threadIdx.x / 32); e < total; e += warps) {
+    I od, oh, ow, xp;
+    stitch_pool_output(e, s, od, oh, ow, xp);
+    int64_t d0, d1, h0, h1, w0, w1;
+    stitch_adaptive_window(od, s.id, s.od, d0, d1);
+    stitch_adaptive_window(oh, s.ih, s.oh, h0, h1);
+    stitch_adaptive_window(ow, s.iw, s.ow, w0, w1);
+    const I wn = (I)(w1 - w0), hn = (I)(h1 - h0);
+    const I area = wn * hn, count = area * (I)(d1 - d0);
+    float acc = MODE == 2 ? 0.f : -INFINITY;
+    for (I k = (I)lane; k < count; k += 32) {
+      const I d = (I)d0 + k / area, r = k % area;
+      const float a = pro.load(xp + (d * ih_n + (I)h0 + r / wn) * iw_n + (I)w0 + r % wn);
+      acc = MODE == 2 ? acc + a : ((a > acc || a != a) ? a : acc);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float o = __shfl_xor_sync(0xffffffffu, acc, off);
+      acc = MODE == 2 ? acc + o : ((o > acc || o != o) ? o : acc);
+    }
+    if (lane == 0) y[e] = epi.apply(MODE == 2 ? acc / (float)count : acc, e);
+  }
+}
+
+// Windows of at least this many inputs (adaptive pooling) take the warp-per-output kernel.
+#define STITCH_POOL_WARP_WINDOW 64
+
+static int64_t stitch_pool_adaptive_extent(int64_t in, int64_t out) {  // the largest adaptive window along a dim
+  return out > 0 ? (in + out - 1) / out + (in % out != 0 ? 1 : 0) : 1;
+}
+
+// One thread per output (one warp for large adaptive windows); by default one block per `threads`
+// outputs (no grid-stride cap: on an H100 a capped grid-stride loop streamed 7% slower), the launch
+// table's per_sm caps it when set. KD, KH, KW: the window baked in by the generated launcher (0: read
+// it from the shape, e.g. adaptive pooling or a window too large to unroll).
+template <int MODE, int KD, int KH, int KW, class Pro, class Epi>
 int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, cudaStream_t stream) {
   const int64_t total = s.planes * s.od * s.oh * s.ow;
   if (total <= 0) return (int)cudaGetLastError();
   const StitchLaunch c = stitch_launch_or(cfg, 256, 0);  // the launch table's knobs, else 256, uncapped
-  const unsigned grid = stitch_grid(total, c.threads, c.per_sm);
-  // 32-bit indices when every index (and a grid-stride step past the end) stays below 2^31.
   const int64_t inputs = s.planes * s.id * s.ih * s.iw;
-  const int64_t reach = total + (int64_t)grid * c.threads;
-  if (inputs < (1LL << 31) && reach < (1LL << 31)) {
-    stitch_pool_kernel<MODE, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+  const bool adaptive = MODE == 2 || MODE == 3;
+  const bool warp = adaptive && stitch_pool_adaptive_extent(s.id, s.od) * stitch_pool_adaptive_extent(s.ih, s.oh) *
+                                       stitch_pool_adaptive_extent(s.iw, s.ow) >=
+                                   STITCH_POOL_WARP_WINDOW;
+  const int64_t work = warp ? total * 32 : total;  // threads wanted
+  const unsigned grid = stitch_grid(work, c.threads, c.per_sm);
+  // 32-bit indices when every index (and a grid-stride step past the end) stays below 2^31.
+  const int64_t reach = work + (int64_t)grid * c.threads;
+  const bool narrow = inputs < (1LL << 31) && reach < (1LL << 31);
+  if constexpr (MODE == 2 || MODE == 3) {  // fixed windows never instantiate the warp kernel
+    if (warp) {
+      if (narrow) {
+        stitch_pool_adaptive_warp_kernel<MODE, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+      } else {
+        stitch_pool_adaptive_warp_kernel<MODE, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+      }
+      return (int)cudaGetLastError();
+    }
+  }
+  if (narrow) {
+    stitch_pool_kernel<MODE, KD, KH, KW, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
   } else {
-    stitch_pool_kernel<MODE, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+    stitch_pool_kernel<MODE, KD, KH, KW, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
   }
   return (int)cudaGetLastError();
 }
+#endif  // STITCH_HOST_EMULATION

@@ -194,6 +194,44 @@ __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* s
 // Rows too long for shared memory, in parts (as lib layernorm): block (row, part) owns [lo, hi) of its
 // row, 16-byte accesses when `vec`. Pass 1 writes each part's online (max, sum) to ws[2 * w]; pass 2
 // merges its row's parts in order and writes its own part. parts = 1 is the plain two-read kernel.
+// The two loops, shared with the fused kernel below:
+
+// This thread's online (max, sum) over [lo, hi) of the row at `base` (saving the prologue's values).
+template <class Pro>
+__device__ __forceinline__ void stitch_softmax_part_stats(const Pro& pro, float* saved, int64_t base, int64_t lo,
+                                                          int64_t hi, bool vec, float& m, float& s) {
+  stitch_row_part_sweep<2>(
+      pro, saved, base, lo, hi, vec,
+      [&](const float* t) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) stitch_ms_add(m, s, t[k]);
+      },
+      [&](float t) { stitch_ms_add(m, s, t); });
+}
+
+// This thread's outputs over [lo, hi) of the row at `base`, given the row's (max, sum).
+template <bool LOG, class Pro, class Epi>
+__device__ __forceinline__ void stitch_softmax_part_apply(const Pro& pro, const Epi& epi, float* y, int64_t base,
+                                                          int64_t lo, int64_t hi, bool vec, float m, float s) {
+  const float log_s = LOG ? logf(s) : 0.f;
+  if (vec) {
+#pragma unroll 4
+    for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
+      float t[4];
+      pro.load4(base + c, t);
+      float out[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[k] = epi.apply(LOG ? (t[k] - m) - log_s : expf(t[k] - m) / s, base + c + k);
+      stitch_st4(y + base + c, out);
+    }
+  } else {
+    for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+      const float t = pro.load(base + c);
+      y[base + c] = epi.apply(LOG ? (t - m) - log_s : expf(t - m) / s, base + c);
+    }
+  }
+}
+
 template <class Pro>
 __global__ void stitch_softmax_stats_kernel(Pro pro, float* saved, float* ws, int64_t rows, int64_t cols, int64_t parts,
                                             int64_t chunk, bool vec) {
@@ -201,25 +239,9 @@ __global__ void stitch_softmax_stats_kernel(Pro pro, float* saved, float* ws, in
   __shared__ float red_s[32];
   for (int64_t w = blockIdx.x; w < rows * parts; w += gridDim.x) {
     const StitchRowPart rp = stitch_row_part(w, parts, chunk, cols);
-    const int64_t base = rp.base, lo = rp.lo, hi = rp.hi;
     float m = -INFINITY;
     float s = 0.f;
-    if (vec) {
-#pragma unroll 2
-      for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
-        float t[4];
-        pro.load4(base + c, t);
-        if (saved != nullptr) stitch_st4(saved + base + c, t);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) stitch_ms_add(m, s, t[k]);
-      }
-    } else {
-      for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
-        const float t = pro.load(base + c);
-        if (saved != nullptr) saved[base + c] = t;
-        stitch_ms_add(m, s, t);
-      }
-    }
+    stitch_softmax_part_stats(pro, saved, rp.base, rp.lo, rp.hi, vec, m, s);
     stitch_ms_block_merge(m, s, red_m, red_s);
     if (threadIdx.x == 0) {
       ws[2 * w] = m;
@@ -234,7 +256,7 @@ __global__ void stitch_softmax_apply_kernel(Pro pro, Epi epi, float* y, const fl
   __shared__ float stats[2];
   for (int64_t item = blockIdx.x; item < rows * parts; item += gridDim.x) {
     const StitchRowPart rp = stitch_row_part(item, parts, chunk, cols);
-    const int64_t row = rp.row, base = rp.base, lo = rp.lo, hi = rp.hi;
+    const int64_t row = rp.row;
     if (threadIdx.x == 0) {
       float m = -INFINITY;
       float s = 0.f;
@@ -243,27 +265,92 @@ __global__ void stitch_softmax_apply_kernel(Pro pro, Epi epi, float* y, const fl
       stats[1] = s;
     }
     __syncthreads();
-    const float m = stats[0];
-    const float s = stats[1];
-    const float log_s = LOG ? logf(s) : 0.f;
-    if (vec) {
-#pragma unroll 4
-      for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
-        float t[4];
-        pro.load4(base + c, t);
-        float out[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) out[k] = epi.apply(LOG ? (t[k] - m) - log_s : expf(t[k] - m) / s, base + c + k);
-        stitch_st4(y + base + c, out);
-      }
-    } else {
-      for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
-        const float t = pro.load(base + c);
-        y[base + c] = epi.apply(LOG ? (t - m) - log_s : expf(t - m) / s, base + c);
-      }
-    }
+    stitch_softmax_part_apply<LOG>(pro, epi, y, rp.base, rp.lo, rp.hi, vec, stats[0], stats[1]);
     __syncthreads();  // stats is rewritten for the next item
   }
+}
+
+// Rows longer than the static shared-memory cache, at least one per SM: one persistent block per SM and
+// a row at a time. The row's head (`cached` floats, a multiple of 4) stays in opt-in shared memory and its
+// tail is read again in the output pass, when it is still in L2 (the launcher checks that the tails of
+// the rows in flight fit), so DRAM sees the input once where the stats + apply kernels read it twice.
+template <bool LOG, class Pro, class Epi>
+__global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi epi, float* y, float* saved,
+                                                                   int64_t rows, int64_t cols, int64_t cached,
+                                                                   bool vec) {
+  extern __shared__ float stitch_row_head[];
+  __shared__ float red_m[32];
+  __shared__ float red_s[32];
+  const int64_t step = (vec ? 4 : 1) * (int64_t)blockDim.x;
+  const int64_t first = (vec ? 4 : 1) * (int64_t)threadIdx.x;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * cols;
+    float m = -INFINITY;
+    float s = 0.f;
+    for (int64_t c = first; c < cols; c += step) {
+      float t[4];
+      const int n = vec ? 4 : 1;
+      if (vec) {
+        pro.load4(base + c, t);
+        if (saved != nullptr) stitch_st4(saved + base + c, t);
+      } else {
+        t[0] = pro.load(base + c);
+        if (saved != nullptr) saved[base + c] = t[0];
+      }
+      for (int k = 0; k < n; ++k) {
+        if (c + k < cached) stitch_row_head[c + k] = t[k];
+        stitch_ms_add(m, s, t[k]);
+      }
+    }
+    stitch_ms_block_merge(m, s, red_m, red_s);  // ends with a barrier: the head is complete
+    const float log_s = LOG ? logf(s) : 0.f;
+    for (int64_t c = first; c < cols; c += step) {
+      float t[4];
+      const int n = vec ? 4 : 1;
+      if (c < cached) {
+        for (int k = 0; k < n; ++k) t[k] = stitch_row_head[c + k];
+      } else if (vec) {
+        pro.load4(base + c, t);  // the tail, from L2
+      } else {
+        t[0] = pro.load(base + c);
+      }
+      float out[4];
+      for (int k = 0; k < n; ++k) out[k] = epi.apply(LOG ? (t[k] - m) - log_s : expf(t[k] - m) / s, base + c + k);
+      if (vec) {
+        stitch_st4(y + base + c, out);
+      } else {
+        y[base + c] = out[0];
+      }
+    }
+    __syncthreads();  // the next row overwrites the head
+  }
+}
+
+// Launches the long-row kernel when the rows qualify; false (nothing launched) otherwise.
+template <bool LOG, class Pro, class Epi>
+static bool stitch_softmax_long_run(const Pro& pro, const Epi& epi, float* y, float* saved, int64_t rows, int64_t cols,
+                                    bool vec, int knob_threads, cudaStream_t stream) {
+  const int64_t optin = stitch_device_attr<2>(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448);
+  int64_t cached = (optin - 1024) / (int64_t)sizeof(float);  // 1 KiB left for the static slots
+  cached = (cached < cols ? cached : cols) & ~3LL;
+  if (cached < 0) cached = 0;
+  if (!stitch_rows_stay_in_l2(rows, (cols - cached) * (int64_t)sizeof(float))) return false;
+  const size_t smem = (size_t)cached * sizeof(float);
+  static size_t granted[64] = {0};  // the opt-in, per device, once per instantiation
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (granted[dev] < smem) {
+    if (cudaFuncSetAttribute(stitch_softmax_long_kernel<LOG, Pro, Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    granted[dev] = smem;
+  }
+  const int threads = stitch_threads_or(knob_threads, 1024);
+  stitch_softmax_long_kernel<LOG, Pro, Epi><<<(unsigned)stitch_sm_count(), threads, smem, stream>>>(
+      pro, epi, y, saved, rows, cols, cached, vec);
+  return true;
 }
 
 #define STITCH_SOFTMAX_CACHE_FLOATS 11776  // 46 KiB dynamic + the static slots stay under 48 KiB (no opt-in)
@@ -306,6 +393,9 @@ static int stitch_softmax_run(const Pro& pro, const Epi& epi, float* y, float* s
     const size_t smem = (size_t)cols * sizeof(float);
     stitch_softmax_block_kernel<LOG, Pro, Epi><<<stitch_grid_all(rows, 1), threads, smem, stream>>>(pro, epi, y, saved,
                                                                                                    rows, cols);
+    return (int)cudaGetLastError();
+  }
+  if (stitch_softmax_long_run<LOG>(pro, epi, y, saved, rows, cols, vec, knob_threads, stream)) {
     return (int)cudaGetLastError();
   }
   return stitch_two_pass_rows<float>(

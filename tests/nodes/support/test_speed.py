@@ -48,6 +48,19 @@ def test_the_best_program_is_chosen_by_its_side_by_side_ratio_not_its_raw_time()
     assert beats(untimed, TestResult(status="passed", candidate_ms=1.0))
 
 
+def test_a_fallback_within_the_noise_never_displaces_a_covered_program() -> None:
+    # The fix branch demoted the group to PyTorch: 1% faster by the clock is no reason to report it.
+    covered = _test(1.00, 0.99).model_copy(update={"operator_coverage": 1.0})
+    fallback = _test(0.98, 0.98).model_copy(update={"verdict": "suspicious", "operator_coverage": 0.0})
+    assert not beats(fallback, covered) and beats(covered, fallback)
+    # faster beyond the noise, it wins; and equal coverage falls back to the plain ratio
+    assert beats(_test(0.80, 0.99).model_copy(update={"verdict": "suspicious"}), covered)
+    assert beats(_test(0.98, 0.99), _test(1.00, 0.99))
+    # a coverage gap within the profile's noise is no gap
+    nearly = _test(0.99, 0.99).model_copy(update={"operator_coverage": 0.97})
+    assert beats(nearly, covered)
+
+
 def test_the_round_statistics_reach_the_report_as_a_plain_sentence() -> None:
     response = {
         "status": "passed",

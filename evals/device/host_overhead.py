@@ -1,0 +1,118 @@
+"""Where a generated program's host time per call goes, beside eager's (device side, diagnosis).
+
+Why: the strict timing loop synchronises before every call, so the GPU idles while the host issues
+it, and the verification probe measured our level-1 programs issuing a call in ~47 us where eager
+takes ~18 us: about 2% of a 1.4 ms kernel, the whole gap on the streaming problems (docs/timing.md).
+This script loads each probe request's program and problem in one process, builds the program, and
+prints per problem the median host microseconds of one forward (ours, eager) and, from cProfile
+over the same calls, the functions where our forward spends its own time.
+
+    python -m evals.device.verify_probe --write out/probe [PROBLEM ...]     # CPU machine
+    python3 -m evals.device.host_overhead out/probe                          # device machine
+
+Untrusted code note: it runs the offline policy's own programs, on the device machine only, as the
+GPU tests do; the graph never runs this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import runpy
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CALLS = 200
+TOP = 8
+
+
+def host_us(fn: Any, inputs: list[Any], calls: int = CALLS) -> float:
+    """Median host microseconds from the call to its return, the device idle before each call."""
+    import torch
+
+    times = []
+    with torch.no_grad():
+        for _ in range(calls):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            out = fn(*inputs)
+            times.append((time.perf_counter() - start) * 1e6)
+            del out
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def top_functions(fn: Any, inputs: list[Any], calls: int = CALLS, top: int = TOP) -> str:
+    """cProfile's functions by own time over `calls` forwards (its own overhead inflates all of them)."""
+    import torch
+
+    profiler = cProfile.Profile()
+    with torch.no_grad():
+        profiler.enable()
+        for _ in range(calls):
+            fn(*inputs)
+        profiler.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    return text.getvalue()
+
+
+def load(source: str, folder: Path, name: str) -> dict[str, Any]:
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    return runpy.run_path(str(path))
+
+
+def measure(request_path: Path, scratch: Path) -> dict[str, Any]:
+    import torch
+
+    request = json.loads(request_path.read_text())
+    key = request_path.name.removesuffix(".request.json").replace("__", "/")
+    problem = load(request["problem_source"], scratch, "problem_" + request_path.stem.replace(".", "_"))
+    program = load(request["candidate_source"], scratch, "program_" + request_path.stem.replace(".", "_"))
+    torch.backends.cudnn.allow_tf32 = False  # the strict harness's setting: our own code paths run
+    torch.backends.cuda.matmul.allow_tf32 = False
+    init = problem["get_init_inputs"]()
+    torch.manual_seed(0)
+    reference = problem["Model"](*init).cuda()
+    torch.manual_seed(0)
+    candidate = program["ModelNew"](*init).cuda()
+    torch.manual_seed(1)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem["get_inputs"]()]
+    host_us(candidate, inputs, 10)  # first calls: builds, searches, caches
+    return {
+        "problem": key,
+        "ours_us": round(host_us(candidate, inputs), 1),
+        "eager_us": round(host_us(reference, inputs), 1),
+        "profile": top_functions(candidate, inputs),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m evals.device.host_overhead", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("folder", type=Path, help="verify_probe's folder of requests")
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in sorted(args.folder.glob("*.request.json")):
+            row = measure(path, Path(scratch))
+            rows.append(row)
+            print(f"== {row['problem']}: ours {row['ours_us']} us, eager {row['eager_us']} us")
+            print(row["profile"], flush=True)
+    print("| problem | ours host us | eager host us |\n|---|---|---|")
+    for row in rows:
+        print(f"| {row['problem']} | {row['ours_us']} | {row['eager_us']} |")
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
