@@ -1,7 +1,8 @@
 """Runtime helpers of convolution programs, copied verbatim into every program with a conv group.
 
 Like runtime.py they are real Python so that they are linted and tested on the CPU; a program may
-use only torch, the standard library and the module-level `_ext` (the built extension).
+use only torch, the standard library, the module-level `_ext` (the built extension) and runtime.py's
+helpers, which every program with a conv group also carries.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from codegen.emit.runtime import _stitch_stream  # pasted beside these helpers in every program
 
 _ext: Any = None  # the program binds its built extension here
 # One growing cuDNN workspace per (device, stream), owned by PyTorch's caching allocator, so it is
@@ -78,7 +81,7 @@ def _stitch_conv(
     r = residual.contiguous() if residual is not None else None
     if r is not None and tuple(r.shape) != tuple(y.shape):
         raise ValueError(f"conv: residual shape {tuple(r.shape)} differs from the output {tuple(y.shape)}")
-    stream = torch.cuda.current_stream(y.device).cuda_stream
+    stream = _stitch_stream(y)
     slot = (int(y.device.index or 0), int(stream))
     workspace = _STITCH_CONV_WORKSPACES.get(slot)
     if workspace is None:

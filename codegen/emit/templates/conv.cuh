@@ -471,16 +471,16 @@ static void stitch_conv_columns(const std::vector<Perf>& perf, int returned, std
   }
 }
 
-// The graph-API engines of a forward convolution for a chunk of n items, built once per plan; false when
+// The graph-API engines of a convolution for a chunk of n items, built once per plan; false when
 // they are switched off, do not apply or fail to build (the legacy algorithms remain).
 static bool stitch_conv_engines_ready(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a, int64_t n,
                                       bool aligned16) {
   if (p->engines != nullptr) return true;
-  if (!stitch_engines_enabled() || a.transposed || n <= 0) return false;
+  if (!stitch_engines_enabled() || n <= 0) return false;
   const StitchConvDims d = stitch_conv_dims(a, n);
   // Later batch chunks start one chunk of items further: 16-byte aligned too only if an item's size is.
   const bool items16 = (a.c * stitch_conv_volume(a.in, 3)) % 4 == 0 && (a.k * stitch_conv_volume(a.out, 3)) % 4 == 0;
-  const cudnnStatus_t st = stitch_engines_build(h, d.nb, d.x, d.w, d.y, d.pad, d.stride, d.dil,
+  const cudnnStatus_t st = stitch_engines_build(h, a.transposed, d.nb, d.x, d.w, d.y, d.pad, d.stride, d.dil,
                                                 aligned16 && items16 ? 16 : 4, a.allow_tf32, &p->engines);
   return st == CUDNN_STATUS_SUCCESS && p->engines != nullptr;
 }

@@ -1,4 +1,4 @@
-// lib conv_engine: cuDNN's graph-API engines for a plain forward convolution, as more candidates of the
+// lib conv_engine: cuDNN's graph-API engines for a plain (forward or transposed) convolution, as more candidates of the
 // conv library's algorithm search (templates/conv.cuh).
 //
 // Why: the legacy API (cudnnConvolutionForward with one of eight algorithm enums) does not reach every
@@ -13,7 +13,7 @@
 // engines that compile at run time always.
 //
 // Off unless STITCHCUDA_CUDNN_ENGINES=1 (measured before it becomes the default: docs/benchmarks.md).
-// Forward convolutions only; transposed ones keep the legacy backward-data algorithms.
+// Forward convolutions run the forward operation, transposed ones the backward-data operation.
 #include <cudnn.h>
 
 #include <stdlib.h>
@@ -124,11 +124,13 @@ static bool stitch_engine_allowed(cudnnBackendDescriptor_t config, int tf32) {
   return allowed;
 }
 
-// Build the operation graph of y = conv(x, w) (nb-dim packed tensors; spatial arrays of nb - 2 entries) and
-// one execution plan per engine configuration the heuristics list (TF32 and inexact ones only if `tf32`).
-static cudnnStatus_t stitch_engines_build(cudnnHandle_t h, int nb, const int64_t* xd, const int64_t* wd,
-                                          const int64_t* yd, const int64_t* pad, const int64_t* stride,
-                                          const int64_t* dil, int64_t alignment, int tf32, StitchConvEngines** out) {
+// Build the operation graph of y = conv(x, w), or of y = conv_transpose(x, w) when `transposed` (nb-dim packed
+// tensors; spatial arrays of nb - 2 entries), and one execution plan per engine configuration the
+// heuristics list (TF32 and inexact ones only if `tf32`).
+static cudnnStatus_t stitch_engines_build(cudnnHandle_t h, int transposed, int nb, const int64_t* xd,
+                                          const int64_t* wd, const int64_t* yd, const int64_t* pad,
+                                          const int64_t* stride, const int64_t* dil, int64_t alignment, int tf32,
+                                          StitchConvEngines** out) {
   *out = nullptr;
   StitchConvEngines* e = new StitchConvEngines();
   cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, conv = nullptr, op = nullptr, graph = nullptr,
@@ -150,13 +152,35 @@ static cudnnStatus_t stitch_engines_build(cudnnHandle_t h, int nb, const int64_t
   stitch_engine_set(&st, conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, sd, pad);
   stitch_engine_set(&st, conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, sd, pad);
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(conv);
-  if (st == CUDNN_STATUS_SUCCESS) st = stitch_engine_new(e, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &op);
-  stitch_engine_set(&st, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-  stitch_engine_set(&st, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-  stitch_engine_set(&st, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-  stitch_engine_set(&st, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
-  stitch_engine_set(&st, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-  stitch_engine_set(&st, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  // Forward: y = conv(x, w). Transposed: cuDNN's backward data with x as dy and y as dx (the legacy path's
+  // mapping, templates/conv.cuh), the same three tensors and unique ids either way.
+  if (st == CUDNN_STATUS_SUCCESS) {
+    st = stitch_engine_new(e,
+                           transposed ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                                      : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                           &op);
+  }
+  const cudnnBackendAttributeName_t in_name = transposed ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY
+                                                         : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X;
+  const cudnnBackendAttributeName_t out_name = transposed ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX
+                                                          : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y;
+  stitch_engine_set(&st, op, in_name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+  stitch_engine_set(&st, op, out_name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+  stitch_engine_set(&st, op,
+                    transposed ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+  stitch_engine_set(&st, op,
+                    transposed ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC
+                               : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+  stitch_engine_set(&st, op,
+                    transposed ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA
+                               : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                    CUDNN_TYPE_FLOAT, 1, &alpha);
+  stitch_engine_set(&st, op,
+                    transposed ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA
+                               : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                    CUDNN_TYPE_FLOAT, 1, &beta);
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(op);
   if (st == CUDNN_STATUS_SUCCESS) st = stitch_engine_new(e, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph);
   stitch_engine_set(&st, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
