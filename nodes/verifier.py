@@ -94,6 +94,7 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         lambda: run_worker(request, context), lambda r: to_test_result(r, candidate.source)
     )
     build = to_build_result(response)
+    again = f"[verified again: {retried}] " if retried else ""
     attempt = Attempt(
         candidate=candidate.id,
         mode=candidate.mode,
@@ -105,10 +106,9 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         phases=test.phases,
         summary=candidate.summary,
         verdict=test.verdict,
-        message=((f"[verified again: {retried}] " if retried else "") + test.message)[:ATTEMPT_MESSAGE_CHARS],
+        message=(again + test.message)[:ATTEMPT_MESSAGE_CHARS],
     )
     update: dict[str, Any] = {"build": build.dump(), "test": test.dump(), "history": [attempt.dump()]}
-    retry_note = [f"verifier: candidate {candidate.id} verified again: {retried}"] if retried else []
 
     if test.status == "passed" and test.verdict != "hacked":
         best = read_optional(state, "best", Best)
@@ -122,18 +122,17 @@ def verifier(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         speed = (
             f"{test.candidate_ms:.3f} ms vs eager {test.eager_ms:.3f} ms" if test.candidate_ms else "untimed"
         )
-        update["log"] = [*retry_note, f"verifier: candidate {candidate.id} passed ({speed})"]
-        return update
-
-    if test.status == "no_gpu":
-        update["log"] = [
-            *retry_note,
-            f"verifier: candidate {candidate.id} built in {build.seconds:.1f} s; {test.message}",
-        ]
-        return update
-
-    feedback = hacked_feedback(test) if test.status == "passed" else failure_feedback(build, test)
-    update |= {"feedback": feedback.dump(), "coder_mode": "fix", "fix_streak": state.get("fix_streak", 0) + 1}
-    outcome = "hacked" if feedback.kind == "hacked" else test.status
-    update["log"] = [*retry_note, f"verifier: candidate {candidate.id}: {outcome}: {feedback.summary}"]
+        line = f" passed ({speed})"
+    elif test.status == "no_gpu":
+        line = f" built in {build.seconds:.1f} s; {test.message}"
+    else:
+        feedback = hacked_feedback(test) if test.status == "passed" else failure_feedback(build, test)
+        update |= {
+            "feedback": feedback.dump(),
+            "coder_mode": "fix",
+            "fix_streak": state.get("fix_streak", 0) + 1,
+        }
+        line = f": {'hacked' if feedback.kind == 'hacked' else test.status}: {feedback.summary}"
+    retry_note = [f"verifier: candidate {candidate.id} verified again: {retried}"] if retried else []
+    update["log"] = [*retry_note, f"verifier: candidate {candidate.id}{line}"]
     return update

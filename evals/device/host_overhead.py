@@ -75,8 +75,9 @@ def measure(request_path: Path, scratch: Path) -> dict[str, Any]:
 
     request = json.loads(request_path.read_text())
     key = request_path.name.removesuffix(".request.json").replace("__", "/")
-    problem = load(request["problem_source"], scratch, "problem_" + request_path.stem.replace(".", "_"))
-    program = load(request["candidate_source"], scratch, "program_" + request_path.stem.replace(".", "_"))
+    stem = request_path.stem.replace(".", "_")
+    problem = load(request["problem_source"], scratch, f"problem_{stem}")
+    program = load(request["candidate_source"], scratch, f"program_{stem}")
     torch.backends.cudnn.allow_tf32 = False  # the strict harness's setting: our own code paths run
     torch.backends.cuda.matmul.allow_tf32 = False
     init = problem["get_init_inputs"]()

@@ -5,10 +5,10 @@
 
 #define STITCH_FULL_MASK 0xffffffffu
 
-// An attribute of the current device, cached per device (SLOT: one cache per attribute); `fallback` (an
+// Attribute ATTR of the current device, cached per device (one cache per attribute); `fallback` (an
 // H200's value) when the query fails.
-template <int SLOT>
-static inline int stitch_device_attr(cudaDeviceAttr attr, int fallback) {
+template <cudaDeviceAttr ATTR>
+static inline int stitch_device_attr(int fallback) {
   static int cached[64] = {0};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
@@ -17,7 +17,7 @@ static inline int stitch_device_attr(cudaDeviceAttr attr, int fallback) {
   }
   if (cached[dev] == 0) {
     int value = 0;
-    if (cudaDeviceGetAttribute(&value, attr, dev) != cudaSuccess || value <= 0) {
+    if (cudaDeviceGetAttribute(&value, ATTR, dev) != cudaSuccess || value <= 0) {
       (void)cudaGetLastError();
       value = fallback;
     }
@@ -26,9 +26,9 @@ static inline int stitch_device_attr(cudaDeviceAttr attr, int fallback) {
   return cached[dev];
 }
 
-static inline int stitch_sm_count() { return stitch_device_attr<0>(cudaDevAttrMultiProcessorCount, 132); }
+static inline int stitch_sm_count() { return stitch_device_attr<cudaDevAttrMultiProcessorCount>(132); }
 
-static inline int64_t stitch_l2_bytes() { return stitch_device_attr<1>(cudaDevAttrL2CacheSize, 50 << 20); }
+static inline int64_t stitch_l2_bytes() { return stitch_device_attr<cudaDevAttrL2CacheSize>(50 << 20); }
 
 // Whether, with one row per SM, the `reread_bytes` of each row that a block reads twice (a row kernel's
 // statistics pass, then its output pass) stay in L2 meanwhile: at least a row per SM, and those bytes

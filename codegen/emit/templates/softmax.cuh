@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
 template <bool LOG, class Pro, class Epi>
 static bool stitch_softmax_long_run(const Pro& pro, const Epi& epi, float* y, float* saved, int64_t rows, int64_t cols,
                                     bool vec, int knob_threads, cudaStream_t stream) {
-  const int64_t optin = stitch_device_attr<2>(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448);
+  const int64_t optin = stitch_device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(232448);
   int64_t cached = (optin - 1024) / (int64_t)sizeof(float);  // 1 KiB left for the static slots
   cached = (cached < cols ? cached : cols) & ~3LL;
   if (cached < 0) cached = 0;
