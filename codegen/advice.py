@@ -54,6 +54,7 @@ EW_UNROLL_ADVICE = (
 
 REMEDIES = (
     Remedy("launch-bound", "cuda_graph", "", CUDA_GRAPH_ADVICE),
+    Remedy("host-bound", "cuda_graph", "", CUDA_GRAPH_ADVICE),
     # below SOL with our elementwise kernel the largest: it reaches the bandwidth with more loads in flight
     Remedy("sol-gap", "ew_unroll", OWN_ELEMENTWISE, EW_UNROLL_ADVICE),
     Remedy("latency-bound", "ew_unroll", OWN_ELEMENTWISE, EW_UNROLL_ADVICE),

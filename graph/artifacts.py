@@ -176,6 +176,12 @@ class TestResult(Artifact):
     compile_ms: dict[str, float] = Field(
         default_factory=dict, description="torch.compile modes timed in the same rounds: {mode: mean ms}"
     )
+    candidate_issue_ms: float | None = Field(
+        None,
+        description="host time from a timed call's start to its return, mean (the GPU idles that long "
+        "before the call's first launch: the program's host overhead, inside its time)",
+    )
+    eager_issue_ms: float | None = Field(None, description="the same for eager, timed in the same rounds")
     seconds: float = Field(0.0, description="wall time of the whole worker run")
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     findings: list[dict[str, str]] = Field(

@@ -116,6 +116,8 @@ class TimingStats(TypedDict, total=False):
     off_stream_gap_ms: float
     clock_disagreement: bool  # strict: events and the host clock disagree
     input_sets: int  # strict: input sets rotated across the timed calls
+    cuda_mallocs: int  # strict: allocator segments created inside the counted calls
+    issue_mean_ms: float  # strict: host time from the start event to the call's return (GPU idle before it)
     rounds: int  # interleaved rounds this contestant's calls were spread over (tools.worker.rounds)
     round_means_ms: list[float]
 

@@ -14,7 +14,7 @@ from typing import Any
 from codegen.emit.chain import ChainOp, Token, spec_ops
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
-from codegen.schedule.conv import conv_bias, conv_folds, conv_template
+from codegen.schedule.conv import conv_bias, conv_folds, conv_pointwise, conv_template
 from codegen.schedule.fusion import Group
 
 _SPATIAL = [(f"{name}{i}", "int64_t") for name in ("i", "k", "o", "p", "s", "d") for i in range(3)]
@@ -40,7 +40,8 @@ CONV_PARAMS: list[tuple[str, str]] = [
 
 def write_conv(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
     """Fill `helper` for a conv group; returns (template, launches)."""
-    writer.unit.use("conv_engine", "conv")
+    pointwise = conv_pointwise(writer.classifier, group)  # also timed as a GEMM: the gemm library joins
+    writer.unit.use(*(("gemm",) if pointwise else ()), "conv_engine", "conv")
     writer.unit.library_launcher("conv", CONV_PARAMS, group.id, result="int64_t")
     anchor = group.anchor
     assert anchor is not None

@@ -51,6 +51,22 @@ def conv_bias(group: Group) -> Any:
     return None if group.bias_moved else _anchor(group).args.get("bias")
 
 
+def conv_pointwise(classifier: Classifier, group: Group) -> bool:
+    """A forward convolution with 1-wide kernels, stride 1, no padding and one group: a GEMM per batch
+    item, which the launcher also times as one batched cuBLASLt call (templates/conv.cuh)."""
+    anchor = _anchor(group)
+    params = anchor.args["params"]
+    weight = classifier.value(anchor.args["weight"])
+    return (
+        not params.transposed
+        and params.groups == 1
+        and isinstance(weight, torch.Tensor)
+        and all(extent == 1 for extent in weight.shape[2:])
+        and all(step == 1 for step in params.stride)
+        and all(pad == 0 for pad in params.padding)
+    )
+
+
 def conv_folds(classifier: Classifier, group: Group) -> ConvFold:
     """The launcher's share of a conv group at its demotion level (level 1: nothing folded)."""
     anchor = _anchor(group)

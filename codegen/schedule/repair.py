@@ -24,7 +24,7 @@ _LINE = re.compile(r"(cuda\.cu|main\.cpp|cuda_sources|cpp_sources)(?:\((\d+)\)|:
 _CUDA_FILES = ("cuda.cu", "cuda_sources")
 _GROUP = re.compile(r"stitch group ((?:g[\d.]+\s*)+)")
 _LIB_KIND: dict[str, tuple[str, ...]] = {
-    "gemm": ("gemm",),
+    "gemm": ("gemm", "conv"),  # pointwise convolutions may call it (templates/conv.cuh)
     "batchnorm": ("batch_norm",),
     "softmax": ("softmax",),
     "layernorm": ("layer_norm",),

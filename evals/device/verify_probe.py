@@ -8,7 +8,12 @@ segments inside each contestant's timed calls (`cuda_mallocs`), the host time ea
 a call (`issue_mean_ms`: the GPU idles that long in a timed call), and the worker's seconds per phase.
 
     python -m evals.device.verify_probe --write out/probe [PROBLEM ...]     # CPU machine (full install)
-    python3 -m evals.device.verify_probe out/probe                          # device machine (torch only)
+    python3 -m evals.device.verify_probe out/probe [--baselines]            # device machine (torch only)
+
+With --baselines each verification is followed, on the same idle machine, by the baseline step's
+eager measurement of the same problem (tools.baselines, the eval's harness, nothing cached): the
+`eager_agreement` column is the baseline step's eager time over the verifier's, the quantity the
+timing issue bounds at 3% and a loaded eval did not meet (docs/benchmarks.md).
 
 PROBLEM is `level1/1_ReLU` style (a file of evals/suite); the default list covers streaming,
 reductions, pooling, a conv chain and a launch-bound CNN. The device side writes
@@ -128,8 +133,31 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def probe(folder: Path) -> list[dict[str, Any]]:
-    """Device side: every request in `folder` through the sandboxed worker, one at a time."""
+def baseline_eager(request: dict[str, Any], key: str) -> float | None:
+    """The baseline step's eager time for the request's problem, measured now (no cache)."""
+    import tempfile
+
+    from tools.baselines import measure_baselines
+
+    with tempfile.TemporaryDirectory(prefix="stitch-probe-baselines-") as cache:
+        answer = measure_baselines(
+            request["problem_source"],
+            key.split("/")[-1],
+            modes=["eager"],
+            perf_trials=int(request.get("perf_trials", 100)),
+            harness=str(request.get("mode") or "kernelbench"),
+            on_device=bool(request.get("inputs_on_device", False)),
+            cache_dir=cache,
+            refresh=True,
+        )
+    eager = (answer.get("baselines") or {}).get("eager") or {}
+    value = eager.get("mean_ms")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def probe(folder: Path, baselines: bool = False) -> list[dict[str, Any]]:
+    """Device side: every request in `folder` through the sandboxed worker, one at a time (each
+    followed by the baseline step's eager measurement when `baselines`)."""
     sys.path.insert(0, str(REPO))
     from tools.evaluate import evaluate
 
@@ -140,6 +168,10 @@ def probe(folder: Path) -> list[dict[str, Any]]:
         request = json.loads(path.read_text())
         response = dict(evaluate(request, timeout_s=float(request.get("timeout_s", 600.0))))
         row = summary(key, response)
+        if baselines:
+            row["baseline_eager_ms"] = baseline_eager(request, key)
+            if row["baseline_eager_ms"] and row["eager_ms"]:
+                row["eager_agreement"] = round(row["baseline_eager_ms"] / row["eager_ms"], 4)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if out:
@@ -155,12 +187,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="where the requests are (device) or go (--write)")
     parser.add_argument("problems", nargs="*", help="level/stem keys for --write (default: a fixed mix)")
     parser.add_argument("--write", action="store_true", help="CPU side: write the requests")
+    parser.add_argument(
+        "--baselines", action="store_true", help="device side: also the baseline step's eager time"
+    )
     args = parser.parse_args(argv)
     if args.write:
         write(args.folder, args.problems or list(DEFAULT_PROBLEMS))
         return 0
-    rows = probe(args.folder)
+    rows = probe(args.folder, args.baselines)
     print(table(rows))
+    if args.baselines:
+        print("\n| problem | verifier eager ms | baseline eager ms | agreement |\n|---|---|---|---|")
+        for r in rows:
+            print(
+                f"| {r['problem']} | {_cell(r['eager_ms'])} | {_cell(r.get('baseline_eager_ms'))} | "
+                f"{_cell(r.get('eager_agreement'), 4)} |"
+            )
     return 0 if rows else 1
 
 

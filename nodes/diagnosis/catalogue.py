@@ -85,6 +85,29 @@ LAUNCH_BOUND = Rule(
     limits={"idle": 0.25, "few_kernels": 3, "long_kernel_us": 20},
 )
 
+HOST_BOUND = Rule(
+    "host-bound",
+    "host-bound: a call spends {issue_us:.0f} us on the host before it returns ({share:.0%} of the "
+    "forward), {excess_us:.0f} us more than eager",
+    (
+        "CPU launch time exceeds GPU kernel time",
+        "launch overhead dominates",
+        "GPU idle while the host issues the call",
+    ),
+    ("host time per call", "cuda_api_sum"),
+    (
+        "Capture the whole forward into one CUDA graph and replay it: the library calls' host work "
+        "(descriptor set-up, algorithm and plan look-ups, allocations) then happens once at capture, and a "
+        "call costs one graph launch plus the input copies.",
+        "Keep per-call host work out of forward: build descriptors and plans once, allocate only the outputs.",
+    ),
+    weight=0.9,
+    # The timed loop synchronises before every call, so the host time until the first launch is idle GPU
+    # time inside the candidate's time. Fires when the call's host time is >= 8% of the forward and
+    # >= 25 us above eager's (eager's own host time is the floor PyTorch pays as well).
+    limits={"share": 0.08, "excess_us": 25.0},
+)
+
 HOST_SYNC = Rule(
     "host-sync",
     "host synchronisation inside the forward: {count:g} sync(s) and {dtoh:g} device-to-host copies per forward",
@@ -438,6 +461,7 @@ CATALOGUE: dict[str, Rule] = {
                 "own {kernels:g} kernels: fuse neighbouring kernels or use one persistent kernel for the loop.",
             ),
         ),
+        HOST_BOUND,
         HOST_SYNC,
         HOST_TRANSFERS,
         REDUNDANT_PASSES,

@@ -18,6 +18,7 @@ RuleFunction = Callable[[Facts], list[Finding]]
 
 RULES: tuple[RuleFunction, ...] = (
     program_rules.launch_bound,
+    program_rules.host_bound,
     program_rules.host_syncs,
     program_rules.transfers,
     program_rules.redundant_passes,

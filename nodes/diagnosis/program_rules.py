@@ -64,6 +64,31 @@ def launch_bound(facts: Facts) -> list[Finding]:
     return [rule.make(rule.weight * idle, evidence, idle=idle, kernels=kernels)]
 
 
+def host_bound(facts: Facts) -> list[Finding]:
+    """The timed call's own host time (the verifier's `issue` clock), beside eager's: a forward whose
+    library calls or Python work keep the GPU waiting, however few kernels it launches. Not for a
+    forward already replayed from a CUDA graph (its host time is the graph launch and the copies)."""
+    test = facts.test
+    if test is None or not test.candidate_issue_ms or not test.candidate_ms or not facts.evidence.on_gpu:
+        return []
+    system = facts.evidence.system if facts.evidence.system_ok else None
+    if system and float(system.get("graph_launches", 0.0)) > 0:
+        return []
+    rule = c.HOST_BOUND
+    issue_us = test.candidate_issue_ms * 1e3
+    excess_us = issue_us - (test.eager_issue_ms or 0.0) * 1e3
+    share = test.candidate_issue_ms / test.candidate_ms
+    if share < rule.limits["share"] or excess_us < rule.limits["excess_us"]:
+        return []
+    evidence = {
+        "candidate_issue_us": round(issue_us, 1),
+        "eager_issue_us": round((test.eager_issue_ms or 0.0) * 1e3, 1),
+        "candidate_ms": test.candidate_ms,
+    }
+    impact = rule.weight * min(1.0, excess_us / 1e3 / test.candidate_ms)
+    return [rule.make(impact, evidence, issue_us=issue_us, share=share, excess_us=excess_us)]
+
+
 def host_syncs(facts: Facts) -> list[Finding]:
     system = facts.evidence.system if facts.evidence.system_ok else None
     if not system:

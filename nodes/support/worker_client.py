@@ -7,12 +7,12 @@ JSON `EvalResponse` back into typed artifacts.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from graph.artifacts import BuildResult, Candidate, KernelStat, Profile, Task, TestResult
 from graph.context import Context
 from tools import checks
-from tools.protocol import Action, EvalRequest, EvalResponse, Finding, ProfileInfo
+from tools.protocol import Action, EvalRequest, EvalResponse, Finding, ProfileInfo, TimingInfo
 
 
 def eval_request(
@@ -112,6 +112,11 @@ def to_build_result(response: EvalResponse) -> BuildResult:
     )
 
 
+def _issue_ms(timing: TimingInfo, who: Literal["candidate", "eager"]) -> float | None:
+    value = (timing.get(who) or {}).get("issue_mean_ms")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
     """The verdict joins the worker's dynamic findings with the static checks of the candidate's source."""
     dynamic = cast("list[Finding]", response.get("findings") or [])
@@ -137,6 +142,8 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
         speedup_cv=ratio.get("cv") if speedup is not None else None,
         speedup_rounds=int(ratio.get("rounds", 0) or 0) if speedup is not None else 0,
         compile_ms={str(k): float(v) for k, v in (timing.get("compile_ms") or {}).items()},
+        candidate_issue_ms=_issue_ms(timing, "candidate"),
+        eager_issue_ms=_issue_ms(timing, "eager"),
         seconds=float(response.get("seconds", 0.0) or 0.0),
         phases={str(k): float(v) for k, v in (response.get("phases") or {}).items()},
         findings=[{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in hack["findings"]],

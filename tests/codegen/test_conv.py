@@ -319,3 +319,28 @@ def test_conv_flops_are_not_counted_for_functional_weights_twice() -> None:
         torch.empty(2, 8, 10, 10, device="meta"), torch.empty(8, 2, 3, 3, device="meta"), None, 2, 1, 1, 4
     )
     assert first.flops == 2 * out.numel() * 2 * 9
+
+
+@pytest.mark.parametrize(
+    ("module", "shape", "pointwise"),
+    [
+        ("nn.Conv2d(16, 32, 1)", (2, 16, 9, 7), True),
+        ("nn.Conv1d(16, 32, 1, bias=False)", (2, 16, 33), True),
+        ("nn.Conv3d(4, 8, 1)", (2, 4, 3, 5, 6), True),
+        ("nn.Conv2d(16, 32, 1, stride=2)", (2, 16, 9, 7), False),
+        ("nn.Conv2d(16, 32, 1, padding=1)", (2, 16, 9, 7), False),
+        ("nn.Conv2d(16, 32, 1, groups=2)", (2, 16, 9, 7), False),
+        ("nn.Conv2d(16, 32, 3)", (2, 16, 9, 7), False),
+        ("nn.ConvTranspose2d(16, 32, 1)", (2, 16, 9, 7), False),
+    ],
+)
+def test_pointwise_convs_bring_the_gemm_library_for_the_search(
+    module: str, shape: tuple[int, ...], pointwise: bool
+) -> None:
+    """A 1x1, stride-1, unpadded, one-group forward conv is a GEMM per item: its program carries the
+    cuBLASLt library (and links it) so the launcher can time that GEMM beside cuDNN's algorithms."""
+    source = assemble(analyse(task(problem(module, shape))), Options()).source
+    cuda = source.split("CUDA_SRC = r'''", 1)[1].split("'''", 1)[0]
+    assert ("// lib gemm" in cuda) is pointwise
+    assert ("use_cublas=True" in source) is pointwise
+    assert "stitch_conv(" in cuda and "STITCH_GEMM_CONV_ALGO" in cuda

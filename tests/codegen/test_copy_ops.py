@@ -428,7 +428,7 @@ int main(int argc, char** argv) {
       p.start[i + 1] = p.start[i] + size;
     }
     y.assign(outer * total * inner, -1.0f);
-    const unsigned blocks = stitch_concat_blocks(p, outer, inner, (unsigned)atoi(argv[9]));
+    const unsigned blocks = stitch_concat_blocks(p, y.data(), outer, total, inner, (unsigned)atoi(argv[9]));
     fprintf(stderr, "%u %u %u %u\n", p.first_block[0], p.first_block[1], p.first_block[2], p.first_block[3]);
     run(blocks, 1, 16, [&] { stitch_concat_kernel<3, StitchNoEpi>(p, y.data(), outer, total, inner, StitchNoEpi{}); });
   }
@@ -533,6 +533,7 @@ def test_the_triangle_kernel_matches_tril_and_triu(emulator: Path, mode: int, di
         (4, 3, 1, (2, 5, 1), 2),  # fewer blocks asked for than parts: each part still gets one
         (0, 3, 8, (2, 1, 3), 12),
         (4, 2, 1, (8, 4, 12), 6),
+        (0, 2, 1, (4, 2, 2), 8),  # float4s in the first part only: blocks follow the work items
     ],
 )
 def test_the_concat_kernel_writes_each_part_into_its_slice(
@@ -544,11 +545,16 @@ def test_the_concat_kernel_writes_each_part_into_its_slice(
     got = torch.tensor([float(v) for v in proc.stdout.split()]).view(outer, total, inner)
     *first_block, vector_checks = (int(v) for v in proc.stderr.split()[-5:])
     blocks = [b - a for a, b in zip(first_block[:-1], first_block[1:], strict=True)]
-    assert first_block[0] == 0 and min(blocks) >= 1  # every part gets blocks, in proportion to its size
-    assert all(abs(b - grid * s / sum(sizes)) <= 1 for b, s in zip(blocks, sizes, strict=True) if b > 1)
     starts = [first + sum(sizes[:i]) for i in range(3)]
-    whole = all(s * inner % 4 == 0 and b * inner % 4 == 0 for s, b in zip(sizes, starts, strict=True))
-    assert (vector_checks > 0) is (whole and total * inner % 4 == 0)
+    vec = [
+        s * inner % 4 == 0 and b * inner % 4 == 0 and total * inner % 4 == 0
+        for s, b in zip(sizes, starts, strict=True)
+    ]
+    # every part gets blocks, in proportion to its work items (float4s where it moves them)
+    units = [outer * s * inner // (4 if v else 1) for s, v in zip(sizes, vec, strict=True)]
+    assert first_block[0] == 0 and min(blocks) >= 1
+    assert all(abs(b - grid * u / sum(units)) <= 1 for b, u in zip(blocks, units, strict=True) if b > 1)
+    assert (vector_checks > 0) is any(vec)
     parts = [
         1000.0 * (i + 1) + torch.arange(outer * s * inner).view(outer, s, inner) for i, s in enumerate(sizes)
     ]

@@ -37,3 +37,17 @@ def test_rows_and_table_carry_times_mallocs_and_phases() -> None:
         "| level1/1_ReLU | passed | 1.602 (0.085) | 1.468 (0.018) | 0.920 | 37/0 | 91.2/12.3 | 5.4 |" in text
     )
     assert "| level1/2_GELU | no_gpu | - (-) | - (-) | - | -/- | -/- |" in text
+
+
+def test_the_baseline_column_runs_the_baseline_step_and_reports_no_time_without_a_gpu(
+    tmp_path: Path,
+) -> None:
+    """--baselines measures the same problem through tools.baselines; off a GPU that step answers
+    no_gpu, which the probe reports as no time (never as a made-up agreement)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return  # the device machine measures it for real (evals/device scripts)
+    verify_probe.main(["--write", str(tmp_path), "level1/1_ReLU"])
+    request = json.loads((tmp_path / "level1__1_ReLU.request.json").read_text())
+    assert verify_probe.baseline_eager(request, "level1/1_ReLU") is None

@@ -4,7 +4,8 @@ Cases: every conv kind at odd sizes (1-3-D, strided, dilated, depthwise, grouped
 transposed with output_padding/groups/dilation), every epilogue path (bias in the launcher,
 cuDNN's fused bias+ReLU and residual, our epilogue kernel at vector and scalar tails, conv then
 training-mode BatchNorm), the split and CUDA-graph variants, a tensor of more than 2^31
-elements (batch chunking), and every conv problem of evals/suite at full size. Each case checks,
+elements (batch chunking), pointwise convolutions (also timed as one batched cuBLASLt GEMM), and every
+conv problem of evals/suite at full size. Each case checks,
 with TF32 off (the strict harness's setting): allclose(atol=rtol=1e-4) against the fp32 reference,
 the normalised error against a float64 reference within max(1e-5, 16 x the fp32 reference's own),
 two calls agreeing, and an input set with signs; then it times ours against eager (and eager with
@@ -102,6 +103,13 @@ CASES: dict[str, dict[str, Any]] = {
         "nn.Conv2d(10, 10, (5, 3), padding='same', dilation=(1, 2))", [(2, 10, 45, 39)]
     ),
     "conv2d 1x1 s2": case("nn.Conv2d(64, 128, 1, stride=2)", [(4, 64, 28, 28)]),
+    # Pointwise: cuDNN's algorithms and the batched cuBLASLt GEMM (algorithm -2 in the cache printout).
+    "conv2d 1x1 bias+relu": case("nn.Conv2d(48, 40, 1)", [(3, 48, 29, 31)], "torch.relu(self.conv(x))"),
+    "conv1d 1x1 no bias": case("nn.Conv1d(24, 40, 1, bias=False)", [(4, 24, 1001)]),
+    "conv3d 1x1 residual": case(
+        "nn.Conv3d(8, 16, 1)", [(2, 8, 5, 7, 9), (2, 16, 5, 7, 9)], "self.conv(x) + r"
+    ),
+    "conv2d 1x1 batch 1": case("nn.Conv2d(256, 512, 1, bias=False)", [(1, 256, 56, 56)]),
     "conv3d (3,5,3) s(1,2,2)": case(
         "nn.Conv3d(5, 7, (3, 5, 3), stride=(1, 2, 2), padding=(1, 2, 0))", [(2, 5, 9, 23, 17)]
     ),

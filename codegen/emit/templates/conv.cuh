@@ -12,6 +12,11 @@
 // appended to a tab-separated file ($STITCHCUDA_CUDNN_CACHE, else ~/.cache/stitchcuda/cudnn-algos.tsv;
 // "off" disables it), so later processes skip the search.
 //
+// Pointwise convolutions (every kernel extent 1, stride 1, no padding, one group, forward) are a GEMM per
+// batch item, y[i] (k x spatial) = w (k x c) @ x[i] (c x spatial). When the program holds the gemm library
+// (templates/gemm.cuh, which defines STITCH_HAS_GEMM) they also time one batched cuBLASLt call over all items
+// (w shared through a batch stride of 0) followed by our epilogue kernel, with FMA math only.
+//
 // Depthwise 1-D/2-D convolutions (groups = input channels) also time a direct kernel of ours (below) that
 // applies bias, residual and ReLU in the same pass; it joins the search as one more algorithm, never as the
 // accuracy reference, so it is used only where it beats every cuDNN algorithm.
@@ -55,6 +60,7 @@
 #define STITCH_CONV_TIMED_RUNS 3
 #define STITCH_CONV_SEARCH_WORKSPACE_CAP (8ull << 30)
 #define STITCH_DW_ALGO (-1)  // our depthwise kernel, as an algorithm id next to cuDNN's (which are >= 0)
+#define STITCH_GEMM_CONV_ALGO (-2)  // a pointwise convolution as one batched cuBLASLt GEMM
 #define STITCH_DW_ROWS 4     // output rows per thread (2-D tiles: 32 x 32 outputs, 32 x 8 threads)
 
 // One call as the host passes it; spatial arrays hold nd entries.
@@ -288,6 +294,37 @@ static int stitch_conv_epilogue(float* y, const float* bias, const float* z, int
   return (int)cudaGetLastError();
 }
 
+// Whether the pointwise GEMM (see the header) can run this convolution: only with plain FMA math, as under
+// TF32 eager's cuDNN rounds the operands in a way the GEMM does not reproduce.
+static bool stitch_conv_gemm_ok(const StitchConvArgs& a) {
+#ifdef STITCH_HAS_GEMM
+  if (a.transposed || a.groups != 1 || a.allow_tf32) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (a.ker[i] != 1 || a.stride[i] != 1 || a.pad[i] != 0) return false;
+  }
+  return true;
+#else
+  (void)a;
+  return false;
+#endif
+}
+
+// The pointwise convolution of n items as one batched GEMM, column-major as cuBLAS sees it:
+// y[i]^T (s x k, ld s) = x[i]^T (s x c, ld s) @ w^T (c x k, ld c), s the spatial volume; then the epilogue.
+static int stitch_conv_gemm(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n,
+                            cudaStream_t stream) {
+#ifdef STITCH_HAS_GEMM
+  const int64_t s = stitch_conv_volume(a.in, 3);
+  const int err = stitch_gemm(t.x, t.w, nullptr, y, nullptr, s, a.k, a.c, s, a.c, s, 0, 0, n, a.c * s, 0, a.k * s,
+                              1.f, 0.f, 0, stream);
+  if (err != 0) return err;
+  return stitch_conv_epilogue(y, t.bias, t.z, n * a.k * s, s, a.k, a.act, stream);
+#else
+  (void)a, (void)t, (void)y, (void)n, (void)stream;
+  return STITCH_CUDNN_ERROR(CUDNN_STATUS_NOT_SUPPORTED);
+#endif
+}
+
 // ||a - ref|| / ||ref|| (synchronises the stream; only the search calls it). NaN when a launch fails.
 static double stitch_conv_normdiff(const float* a, const float* ref, int64_t n, double* acc, cudaStream_t stream) {
   double host[2] = {0.0, 0.0};
@@ -404,6 +441,7 @@ static int stitch_conv_run(cudnnHandle_t h, StitchConvPlan* p, const StitchConvA
                            int fused, const StitchConvPtrs& t, float* y, int64_t n, void* ws, size_t ws_bytes,
                            cudaStream_t stream) {
   if (algo == STITCH_DW_ALGO) return stitch_dw_launch(a, t, y, n, stream);  // epilogue included
+  if (algo == STITCH_GEMM_CONV_ALGO) return stitch_conv_gemm(a, t, y, n, stream);  // epilogue included
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   if (!stitch_is_engine_algo(algo)) st = cudnnSetConvolutionMathType(p->conv, math);
   if (st != CUDNN_STATUS_SUCCESS) return STITCH_CUDNN_ERROR(st);
@@ -440,7 +478,7 @@ static bool stitch_conv_accurate_class(int transposed, int algo) {
 
 static cudnnStatus_t stitch_conv_workspace_size(cudnnHandle_t h, StitchConvPlan* p, int transposed, int algo,
                                                 cudnnMathType_t math, size_t* bytes) {
-  if (algo == STITCH_DW_ALGO) {
+  if (algo == STITCH_DW_ALGO || algo == STITCH_GEMM_CONV_ALGO) {  // none, or the gemm library's own
     *bytes = 0;
     return CUDNN_STATUS_SUCCESS;
   }
@@ -537,6 +575,13 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
       out->push_back(engine);
     }
   }
+  if (n > 0 && stitch_conv_gemm_ok(a)) {  // after cuDNN's, like ours below
+    StitchConvCandidate gemm;
+    gemm.algo = STITCH_GEMM_CONV_ALGO;
+    gemm.math = CUDNN_FMA_MATH;
+    gemm.memory = 0;
+    out->push_back(gemm);
+  }
   if (stitch_dw_smem(a) > 0) {  // after cuDNN's: the accuracy reference is always one of theirs
     StitchConvCandidate own;
     own.algo = STITCH_DW_ALGO;
@@ -606,7 +651,8 @@ static void stitch_conv_disk_store(const std::string& key, const StitchConvChoic
 }
 
 // GPU name, compute capability and cuDNN version, then the plan key (the device index left out).
-static std::string stitch_conv_key_text(const int64_t* key, int device) {
+// `gemm`: the pointwise GEMM was a candidate (programs without the gemm library never searched it).
+static std::string stitch_conv_key_text(const int64_t* key, int device, bool gemm) {
   static std::string names[64];
   if (device < 0 || device >= 64) return std::string();
   if (names[device].empty()) {
@@ -623,7 +669,7 @@ static std::string stitch_conv_key_text(const int64_t* key, int device) {
   }
   // With the graph-API engines switched on the candidates differ: their choices never answer a search
   // run without them, nor the other way round.
-  std::string text = names[device] + (stitch_engines_enabled() ? "|engines" : "");
+  std::string text = names[device] + (stitch_engines_enabled() ? "|engines" : "") + (gemm ? "|gemm" : "");
   char buf[32];
   for (int i = 0; i < STITCH_CONV_KEY; ++i) {
     if (i == 28) continue;  // the device index
@@ -793,6 +839,7 @@ static bool stitch_conv_from_disk(cudnnHandle_t h, StitchConvPlan* p, const Stit
   if (stitch_is_engine_algo(c.algo) &&
       (capturing || !stitch_conv_engines_ready(h, p, a, n, stitch_conv_aligned16(t))))
     return false;
+  if (c.algo == STITCH_GEMM_CONV_ALGO && !stitch_conv_gemm_ok(a)) return false;
   size_t bytes = 0;
   if (stitch_conv_workspace_size(h, p, a.transposed, c.algo, (cudnnMathType_t)c.math, &bytes) != CUDNN_STATUS_SUCCESS)
     return false;
@@ -853,7 +900,7 @@ static int stitch_conv_plan(cudnnHandle_t h, const StitchConvArgs& a, const Stit
     memcpy(p->key, key, sizeof(key));
   }
   p->provisional = false;
-  const std::string text = stitch_conv_key_text(key, device);
+  const std::string text = stitch_conv_key_text(key, device, stitch_conv_gemm_ok(a));
   std::unordered_map<std::string, StitchConvChoice>& disk = stitch_conv_disk();
   const auto hit = text.empty() ? disk.end() : disk.find(text);
   int err = 0;

@@ -15,6 +15,7 @@
 #define STITCH_GEMM_PLANS 64
 #define STITCH_GEMM_CANDIDATES 8
 #define STITCH_CUBLAS_ERROR(status) (10000 + (int)(status))
+#define STITCH_HAS_GEMM 1  // other libraries (conv.cuh) may call stitch_gemm
 
 struct StitchGemmPlan {
   bool used;

@@ -260,6 +260,16 @@ struct StitchConcatParts {
   unsigned first_block[N + 1];  // prefix sums of the blocks each part gets (the launcher sets them)
 };
 
+// Whether part `part` moves float4s: its rows and its slice start are whole float4s, both pointers
+// 16-byte aligned. The kernel and the launcher's block count ask the same question.
+template <int N>
+__host__ __device__ __forceinline__ bool stitch_concat_vec(const StitchConcatParts<N>& p, int part, const float* y,
+                                                           int64_t total, int64_t inner) {
+  const int64_t block = (p.start[part + 1] - p.start[part]) * inner;
+  return block % 4 == 0 && (total * inner) % 4 == 0 && (p.start[part] * inner) % 4 == 0 &&
+         stitch_aligned16(p.ptr[part]) && stitch_aligned16(y);
+}
+
 template <int N, class Epi>
 __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__ y, int64_t outer, int64_t total,
                                      int64_t inner, Epi epi) {
@@ -275,7 +285,7 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
   const bool narrow = ((uint64_t)n >> 31) == 0;
   // 16-byte loads and stores when this part's rows and its slice start are whole float4s (the choice
   // is the same for every thread of the block: a block copies one part).
-  if (block % 4 == 0 && (total * inner) % 4 == 0 && base % 4 == 0 && stitch_aligned16(x) && stitch_aligned16(y)) {
+  if (stitch_concat_vec(p, part, y, total, inner)) {
     for (int64_t q = first; q < n / 4; q += step) {
       const int64_t k = q * 4;
       const int64_t o = narrow ? (int64_t)((uint32_t)k / (uint32_t)block) : k / block;
@@ -290,16 +300,34 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
   }
 }
 
-// Blocks for each part in proportion to its elements (at least one each), out of one grid-stride
-// launch's worth for all of them together, so that every block does about the same work and no
-// block of a small part waits idle (N parts of very different sizes: DenseNet, Inception).
+// A part's work items: float4s where it moves them, else elements.
 template <int N>
-static unsigned stitch_concat_blocks(StitchConcatParts<N>& p, int64_t outer, int64_t inner, unsigned grid) {
+static int64_t stitch_concat_units(const StitchConcatParts<N>& p, int part, const float* y, int64_t outer,
+                                   int64_t total, int64_t inner) {
+  const int64_t n = outer * (p.start[part + 1] - p.start[part]) * inner;
+  return stitch_concat_vec(p, part, y, total, inner) ? n / 4 : n;
+}
+
+template <int N>
+static int64_t stitch_concat_all_units(const StitchConcatParts<N>& p, const float* y, int64_t outer, int64_t total,
+                                       int64_t inner) {
   int64_t all = 0;
-  for (int i = 0; i < N; ++i) all += outer * (p.start[i + 1] - p.start[i]) * inner;
+  for (int i = 0; i < N; ++i) all += stitch_concat_units(p, i, y, outer, total, inner);
+  return all;
+}
+
+// Blocks for each part in proportion to its work items (at least one each), out of one grid-stride
+// launch's worth for all of them together (`grid`, sized from stitch_concat_all_units), so that every
+// block does about the same work and no block of a small part waits idle (N parts of very different
+// sizes: DenseNet, Inception) or finds nothing to do (a grid sized by elements while the parts move
+// float4s would start four times the threads needed).
+template <int N>
+static unsigned stitch_concat_blocks(StitchConcatParts<N>& p, const float* y, int64_t outer, int64_t total,
+                                     int64_t inner, unsigned grid) {
+  const int64_t all = stitch_concat_all_units(p, y, outer, total, inner);
   p.first_block[0] = 0;
   for (int i = 0; i < N; ++i) {
-    const int64_t n = outer * (p.start[i + 1] - p.start[i]) * inner;
+    const int64_t n = stitch_concat_units(p, i, y, outer, total, inner);
     int64_t blocks = all > 0 ? (int64_t)((double)grid * (double)n / (double)all + 0.5) : 0;
     if (blocks < 1) blocks = 1;
     p.first_block[i + 1] = p.first_block[i] + (unsigned)blocks;
@@ -311,10 +339,10 @@ static unsigned stitch_concat_blocks(StitchConcatParts<N>& p, int64_t outer, int
 template <int N, class Epi>
 static int stitch_concat_run(StitchConcatParts<N> p, float* y, int64_t outer, int64_t total, int64_t inner,
                              const Epi& epi, StitchLaunch cfg, cudaStream_t stream) {
-  const int64_t all = outer * (p.start[N] - p.start[0]) * inner;
+  const int64_t all = stitch_concat_all_units(p, y, outer, total, inner);
   if (all <= 0) return (int)cudaGetLastError();
   const StitchLaunch c = stitch_launch_or(cfg, 256, 0);
-  const unsigned blocks = stitch_concat_blocks(p, outer, inner, stitch_grid(all, c.threads, c.per_sm));
+  const unsigned blocks = stitch_concat_blocks(p, y, outer, total, inner, stitch_grid(all, c.threads, c.per_sm));
   stitch_concat_kernel<N, Epi><<<blocks, c.threads, 0, stream>>>(p, y, outer, total, inner, epi);
   return (int)cudaGetLastError();
 }

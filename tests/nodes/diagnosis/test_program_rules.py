@@ -80,6 +80,33 @@ def test_launch_bound_from_the_worker_profile_and_the_timing_alone() -> None:
     assert "launch-bound" not in rules(quiet)
 
 
+def test_host_bound_from_the_timed_calls_host_time_beside_eagers() -> None:
+    """A conv+BN program of four long kernels (not launch-bound) whose call spends 442 us on the host
+    against eager's 133 (the H100 probe's level2/4 numbers): host-bound, answered by the CUDA graph."""
+    from codegen.advice import CUDA_GRAPH_ADVICE, advice_for, choose_optimisation
+    from codegen.emit.assemble import Options
+
+    profile = Profile(source="torch_profiler", device_ms=0.95, kernel_count=4, own_kernel_share=1.0)
+    evidence = diagnosis.Evidence(profile=profile, device="NVIDIA H100")
+    slow = TestResult(status="passed", candidate_ms=1.068, candidate_issue_ms=0.4417, eager_issue_ms=0.1328)
+    d = diagnosis.diagnose(evidence, test=slow)
+    assert "launch-bound" not in rules(d)  # four kernels of ~240 us: nothing the launch rule sees
+    host = next(f for f in d.findings if f.rule == "host-bound")
+    assert host.evidence["candidate_issue_us"] == pytest.approx(441.7)
+    assert host.impact == pytest.approx(0.9 * (441.7 - 132.8) / 1068.0, rel=1e-3)
+    assert "442 us" in host.title and "CUDA graph" in host.advice[0]
+    feedback = advice_for(d.findings)
+    assert CUDA_GRAPH_ADVICE in feedback.suggestions
+    chosen = choose_optimisation(feedback, Options(), traced=True, launches=3, has_elementwise=True)
+    assert chosen is not None and chosen.name == "cuda_graph"
+    # Eager's own host time is the floor: a 1.5 ms streaming kernel issued in 47 us against eager's 18 us
+    # is 3% of the forward; and a call no slower to issue than eager's is never host-bound.
+    streaming = TestResult(status="passed", candidate_ms=1.46, candidate_issue_ms=0.047, eager_issue_ms=0.018)
+    equal = TestResult(status="passed", candidate_ms=0.3, candidate_issue_ms=0.1, eager_issue_ms=0.09)
+    for test in (streaming, equal, TestResult(status="passed", candidate_ms=1.0)):
+        assert "host-bound" not in rules(diagnosis.diagnose(evidence, test=test))
+
+
 def test_a_cpu_run_says_there_is_no_gpu_evidence() -> None:
     profile = Profile(source="torch_profiler", device_ms=3.0, kernel_count=3, own_kernel_share=0.5)
     d = diagnosis.diagnose(diagnosis.Evidence(profile=profile, device="cpu"), plan=RELU, ceilings=H200)

@@ -68,10 +68,13 @@ def test_the_round_statistics_reach_the_report_as_a_plain_sentence() -> None:
             "candidate_ms": 1.0,
             "eager_ms": 1.01,
             "ratios": {"eager": {"mean": 1.01, "median": 1.01, "cv": 0.03, "rounds": 6}},
+            "candidate": {"mean_ms": 1.0, "issue_mean_ms": 0.0475},
+            "eager": {"mean_ms": 1.01},
         },
     }
     test = to_test_result(response, "class ModelNew: pass\n")
     assert test.speedup_cv == 0.03 and test.speedup_rounds == 6
+    assert test.candidate_issue_ms == 0.0475 and test.eager_issue_ms is None  # the host-bound rule's input
     best = Best(
         candidate=Candidate(id=1, source="x = 1\n", mode="write", policy="offline"),
         test=test,
