@@ -422,8 +422,10 @@ def test_cudnn_conv_programs_match_float64_and_time_against_eager() -> None:
     manifest = json.loads((folder / "manifest.json").read_text()) if ready else write_programs(folder)
     only = os.environ.get("STITCH_CONV_ONLY", "")
     manifest = [m for m in manifest if only in m["label"]]
-    cache = work / "cudnn-algos.tsv"
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(work / "extensions"), STITCHCUDA_CUDNN_CACHE=str(cache))
+    # The choices go to the cache root's file, as in the sandboxed worker (which sets STITCHCUDA_CACHE).
+    cache = work / "cache" / "cudnn-algos.tsv"
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(work / "extensions"), STITCHCUDA_CACHE=str(cache.parent))
+    env.pop("STITCHCUDA_CUDNN_CACHE", None)
     env.setdefault("MAX_JOBS", "4")
     # Build each distinct extension once, in parallel (programs with the same CUDA share one).
     unique = {_extension_name(folder / m["program"]): m for m in manifest}

@@ -9,8 +9,8 @@
 // 2e-6 normalised error of an implicit-GEMM result with FMA math, 5e-3 when TF32 is allowed, so FFT or
 // Winograd variants that lose precision are never picked). With a bias/residual/ReLU the search also times
 // cuDNN's fused call against the plain one plus our epilogue kernel. The choice is cached in process and
-// appended to a tab-separated file ($STITCHCUDA_CUDNN_CACHE, else ~/.cache/stitchcuda/cudnn-algos.tsv;
-// "off" disables it), so later processes skip the search.
+// appended to a tab-separated file ($STITCHCUDA_CUDNN_CACHE, else $STITCHCUDA_CACHE/cudnn-algos.tsv, else
+// ~/.cache/stitchcuda/cudnn-algos.tsv; "off" disables it), so later processes skip the search.
 //
 // Pointwise convolutions (every kernel extent 1, stride 1, no padding, one group, forward) are a GEMM per
 // batch item, y[i] (k x spatial) = w (k x c) @ x[i] (c x spatial). When the program holds the gemm library
@@ -603,6 +603,13 @@ struct StitchConvChoice {
 static std::string stitch_conv_cache_path() {
   const char* env = getenv("STITCHCUDA_CUDNN_CACHE");
   if (env != nullptr) return (strcmp(env, "off") == 0 || env[0] == '\0') ? std::string() : std::string(env);
+  // StitchCUDA's cache root, shared by every run on the machine (the worker's sandbox sets it and gives
+  // each run a HOME of its own, where choices would die with the run and every process search again).
+  const char* root = getenv("STITCHCUDA_CACHE");
+  if (root != nullptr && root[0] != '\0') {
+    mkdir(root, 0755);
+    return std::string(root) + "/cudnn-algos.tsv";
+  }
   std::string base;
   const char* xdg = getenv("XDG_CACHE_HOME");
   const char* home = getenv("HOME");
