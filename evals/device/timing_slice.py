@@ -47,6 +47,9 @@ PR_SET_CHILD_SUBREAPER = 36
 SLICE_FILE = ".slice"  # in the work folder and the state: which slice the folder holds
 RUN_FILE_CAP = 4 << 20  # a run folder's file above this (a profile capture) stays behind
 OBJECT_SUFFIXES = (".o", ".obj", ".ninja_deps", ".ninja_log")  # not needed for a cache hit
+# Choice files at the build cache's root, carried first: the conv algorithm choices (templates/conv.cuh),
+# whose searches a fresh machine of the same kind would otherwise repeat.
+ROOT_FILES = ("cudnn-algos.tsv",)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,8 +285,9 @@ def save(
         sink.unlink(missing_ok=True)
         on_disk = _size(root) if root.exists() else 0
         sizes[f"{label}_on_disk"] = on_disk
-        if label == "build":  # the finished entries, newest first, their library and meta file last
-            groups = [
+        if label == "build":  # the root's choice files; the finished entries, newest first, meta file last
+            roots = [[(root / f, f) for f in ROOT_FILES if (root / f).is_file()]]
+            groups = [g for g in roots if g] + [
                 sorted(
                     (
                         (f, f"{entry.name}/{f.name}")
