@@ -49,7 +49,8 @@ fi
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 export STITCHCUDA_CACHE=${STITCHCUDA_CACHE:-/tmp/sc-cache}
 export STITCHCUDA_BASELINE_CACHE=$state/baselines.json
-export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/sc-inductor}
+# Inside the cache root: the sandbox honours only a compile cache in a tree a run may write.
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$STITCHCUDA_CACHE/torchinductor}
 export STITCHCUDA_PROFILERS=${STITCHCUDA_PROFILERS:-torch}
 caches=("build=$STITCHCUDA_CACHE" "inductor=$TORCHINDUCTOR_CACHE_DIR")
 helper=(python3 -m evals.device.timing_slice)

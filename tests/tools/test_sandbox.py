@@ -23,7 +23,7 @@ import pytest
 
 from tools.sandbox import Sandbox, SandboxError, SandboxSettings, namespaces, paths
 from tools.sandbox import limits as sandbox_limits
-from tools.sandbox.environment import allowed
+from tools.sandbox.environment import allowed, sandbox_environment
 
 SECRET = "sk-planted-in-a-parent-9a7b"
 PROBE = r"""
@@ -173,10 +173,27 @@ def test_a_signal_death_reads_as_the_signal_through_bubblewrap(tmp_path: Path) -
         ("LANGSMITH_TRACING", False), ("AWS_SECRET_ACCESS_KEY", False), ("SSH_AUTH_SOCK", False),
         ("HF_TOKEN", False), ("STITCHCUDA_CODER_API_KEY", False), ("STITCHCUDA_LLM_BASE_URL", False),
         ("GITHUB_TOKEN", False), ("CUDA_SECRET", False), ("HOME", False), ("LD_PRELOAD", False),
+        ("TORCHINDUCTOR_CACHE_DIR", True),
     ],
 )  # fmt: skip
 def test_the_environment_is_an_allowlist(name: str, passes: bool) -> None:
     assert allowed(name) is passes
+
+
+def test_torch_compiles_cache_outlives_the_run(tmp_path: Path) -> None:
+    """Under the machine's cache root unless the caller's own choice lies in a writable tree (by default
+    inductor writes under the run's TMPDIR, and every baseline process compiled from scratch)."""
+    cache, writable, root = tmp_path / "cache", tmp_path / "shared", tmp_path / "run"
+
+    def inductor(base: dict[str, str]) -> str:
+        env = sandbox_environment(
+            base, root, cache_dir=cache, python_path=[], writable=[cache, writable, root]
+        )
+        return env["TORCHINDUCTOR_CACHE_DIR"]
+
+    assert inductor({}) == str(cache / "torchinductor")
+    assert inductor({"TORCHINDUCTOR_CACHE_DIR": str(writable / "inductor")}) == str(writable / "inductor")
+    assert inductor({"TORCHINDUCTOR_CACHE_DIR": "/etc/inductor"}) == str(cache / "torchinductor")
 
 
 def test_bad_settings_fail_clearly(monkeypatch: pytest.MonkeyPatch) -> None:

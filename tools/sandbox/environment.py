@@ -5,7 +5,8 @@ coder endpoint's token) and often cloud or SSH-agent variables; model-written co
 os.environ can send them anywhere. A denylist misses the next vendor's name, so only the
 variables a build, a CUDA program or a profiler needs pass, and even those lose any name that
 looks like a secret. HOME and TMPDIR point inside the run's own directory, so caches that tools
-keep under $HOME (CUDA's JIT cache, Triton's, torch's) land where the run may write.
+keep under $HOME (CUDA's JIT cache, Triton's) land where the run may write; torch.compile's cache,
+which should outlive the run, goes under the machine's cache root.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ EXACT = frozenset(
         "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONIOENCODING",
     }
 )  # fmt: skip
-PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NVCC_", "TORCH_", "PYTORCH_", "CUBLAS_", "CUDNN_", "STITCHCUDA_")
+PREFIXES = (
+    "LC_", "CUDA_", "NVIDIA_", "NVCC_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "CUBLAS_", "CUDNN_", "STITCHCUDA_",
+)  # fmt: skip
+# Compilers' caches that must outlive a run: torch.compile's (its Triton kernels included), by default
+# under the per-run TMPDIR, so every baseline process compiled from scratch. It goes under the machine's
+# cache root, as the subfolder named here, unless the caller's own setting lies in a tree the run may write.
+COMPILE_CACHES = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor"}
 # Names that carry a secret, or say where one lives, whatever prefix let them in.
 SECRET = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|_AUTH|AUTH_|_URL$|_URI$|_DSN$"
@@ -66,6 +73,10 @@ def sandbox_environment(
         tmp = str(root)
     env["TMPDIR"] = tmp
     env["STITCHCUDA_CACHE"] = str(cache_dir)
+    for name, folder in COMPILE_CACHES.items():
+        given = env.get(name, "")
+        if not given or not any(_inside(Path(given), w) for w in writable):
+            env[name] = str(cache_dir / folder)
     env.setdefault("LANG", "C.UTF-8")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # the sources are read-only here
     env["PYTHONNOUSERSITE"] = "1"
