@@ -27,6 +27,8 @@ own modules.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import os
 import sys
@@ -45,7 +47,7 @@ from tools.build import (
 )
 from tools.process import write_atomic
 from tools.protocol import EvalRequest, EvalResponse, Finding, json_safe, merge
-from tools.worker import dynamic_checks, gpu_lock
+from tools.worker import dynamic_checks, gpu_lock, timing_window
 from tools.worker.guards import check_guards, pin_precision, snapshot_guards
 from tools.worker.harness import Harness, Settings
 from tools.worker.inputs import host_draw_budget, predrawn, trial_seeds
@@ -125,13 +127,17 @@ def _run(
     guards = snapshot_guards()
     watch = dynamic_checks.Watch()
     l2_baseline = None
-    if action != "build" and device_kind == "cuda" and torch.cuda.is_available():
-        l2_baseline = dynamic_checks.persisting_l2_limit()  # before the program can touch it
-    if load is not None:
-        on_device = device_kind == "cuda" and torch.cuda.is_available()
-        construct_reference(
-            load, torch.device(device_kind if on_device else "cpu"), settings.seed, settings.dtype
-        )
+    on_gpu = action != "build" and device_kind == "cuda" and torch.cuda.is_available()
+    # GPU set-up before the device lock (this process's CUDA context, KernelBench's reference built on
+    # the device) maps GPU memory, which slows a memory-bound kernel that another process is timing: it
+    # waits, as builds do, while a timing holds the machine's quiet window.
+    with timing_window.busy(cache_dir) if on_gpu else contextlib.nullcontext():
+        if on_gpu:
+            l2_baseline = dynamic_checks.persisting_l2_limit()  # before the program can touch it
+        if load is not None:
+            construct_reference(
+                load, torch.device(device_kind if on_gpu else "cpu"), settings.seed, settings.dtype
+            )
     progress("importing the candidate")
     if load is not None:
         candidate: Any = exec_candidate(request, response, load, str(cache_dir / "torch_extensions"))
@@ -188,7 +194,20 @@ def _run(
             if harness.l2 is not None:
                 findings.extend(harness.l2.findings())
             findings.extend(harness.notes)
+            del models
+            free_device_memory(device)
         check_guards(guards)
+
+
+def free_device_memory(device: torch.device) -> None:
+    """Give the run's cached GPU memory back while the device lock is still held: unmapping gigabytes
+    slows a memory-bound kernel that another process is timing, and exiting would free it after the lock."""
+    if device.type != "cuda":
+        return
+    gc.collect()
+    with contextlib.suppress(RuntimeError):  # a broken context (the program's fault) keeps its memory
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
 
 
 def run_request(request: EvalRequest, progress_path: str | None = None) -> EvalResponse:
