@@ -1,11 +1,14 @@
-"""Failures of the machine rather than the program: the verifier retries them once before the fix
-branch sees them.
+"""Failures of the machine rather than the program: the verifier runs them again, after growing
+pauses, before the fix branch sees them.
 
 Why: the fix branch answers a failure by changing the program (the offline coder demotes the group
 to PyTorch). A verification that ran out of GPU memory while other runs' baselines held it, timed
 out waiting for the device lock, or whose worker the host killed says nothing about the program,
-and a demotion for it loses coverage for good. A program whose own fault it was fails the retry
-too and reaches the fix branch one worker run later.
+and a demotion for it loses coverage for good. The pauses grow because what holds the memory may
+hold it for a while: another problem's torch.compile baselines keep their model, inputs and CUDA
+graphs through minutes of compilation (the H100 eval of 2026-12-05 lost three 2 GiB problems to a
+demotion that way, all started within 22 s of each other). A program whose own fault it was fails
+every retry too and reaches the fix branch a few worker runs later.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from typing import TypeVar
 
 from graph.artifacts import TestResult
 
-RETRY_PAUSE_S = 5.0  # let whatever held the memory or the lock move on
+RETRY_PAUSES_S = (
+    5.0,
+    20.0,
+    60.0,
+)  # before each further run: let whatever held the memory or the lock move on
 RETRY_STATUSES = ("runtime_error", "crashed", "timeout")
 # (substring of the worker's message, lower case; what it means)
 TRANSIENT_SIGNS = (
@@ -41,14 +48,18 @@ Response = TypeVar("Response")
 def run_with_retry(
     run: Callable[[], Response],
     judge: Callable[[Response], TestResult],
-    pause_s: float = RETRY_PAUSE_S,
+    pauses_s: tuple[float, ...] = RETRY_PAUSES_S,
 ) -> tuple[Response, TestResult, str | None]:
-    """(response, its test, why it was retried or None): one more run after a transient failure."""
+    """(response, its test, why it was retried or None): after a transient failure, one more run per
+    pause until a run's failure is not transient (or it passes); the last answer stands."""
     response = run()
     test = judge(response)
-    reason = transient_reason(test)
-    if reason is None:
-        return response, test, None
-    time.sleep(pause_s)
-    response = run()
-    return response, judge(response), reason
+    first = reason = transient_reason(test)
+    for pause in pauses_s:
+        if reason is None:
+            break
+        time.sleep(pause)
+        response = run()
+        test = judge(response)
+        reason = transient_reason(test)
+    return response, test, first
