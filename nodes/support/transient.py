@@ -6,9 +6,10 @@ to PyTorch). A verification that ran out of GPU memory while other runs' baselin
 out waiting for the device lock, or whose worker the host killed says nothing about the program,
 and a demotion for it loses coverage for good. The pauses grow because what holds the memory may
 hold it for a while: another problem's torch.compile baselines keep their model, inputs and CUDA
-graphs through minutes of compilation (the H100 eval of 2026-12-05 lost three 2 GiB problems to a
-demotion that way, all started within 22 s of each other). A program whose own fault it was fails
-every retry too and reaches the fix branch a few worker runs later.
+graphs through minutes of compilation. (The H100 eval of 2026-12-05 demoted three problems with
+2 GiB inputs, started within 22 s of each other among twelve runs, after a first failure whose
+message was not kept; memory held by other runs is the suspect.) A program whose own fault it was
+fails every retry too and reaches the fix branch a few worker runs later.
 """
 
 from __future__ import annotations
