@@ -20,11 +20,8 @@ from typing import TypeVar
 
 from graph.artifacts import TestResult
 
-RETRY_PAUSES_S = (
-    5.0,
-    20.0,
-    60.0,
-)  # before each further run: let whatever held the memory or the lock move on
+# Before each further run: let whatever held the memory or the lock move on.
+RETRY_PAUSES_S = (5.0, 20.0, 60.0)
 RETRY_STATUSES = ("runtime_error", "crashed", "timeout")
 # (substring of the worker's message, lower case; what it means)
 TRANSIENT_SIGNS = (
