@@ -3,7 +3,10 @@
 # issue 12's agreement and throughput numbers. Call it again until it prints "NAME: complete"; then
 # the same for the second eval (NAME=b), after which it also prints the agreement of the two.
 #
-#   [ONLY=regex] bash evals/device/timing_suite.sh NAME [JOBS] [extra run args...]    (NAME: a or b)
+#   [ONLY=regex] [BASELINE_MODES=list] bash evals/device/timing_suite.sh NAME [JOBS] [extra run args...]
+#   (NAME: a or b, the two strict evals of the agreement; any other name is one more eval, e.g. the
+#   KernelBench-mode run of issue 17: BASELINE_MODES=eager bash evals/device/timing_suite.sh k 12
+#   --harness kernelbench, then python -m evals.benchmarks.harnesses on a's and k's results)
 #
 # One slice per device call: run(command="bash evals/device/timing_suite.sh a",
 # carry=[".whl", ".device/timing"], timeout_s=600). The whole call (install, restore, eval, stopping
@@ -62,7 +65,7 @@ stand_in=()
 "${helper[@]}" restore --state "$state" --name "$name" --work "$work" --caches "${caches[@]}"
 slice=$("${helper[@]}" next-slice --work "$work")
 cmd=(python3 -m graph.cli eval evals/suite --out "$work" --jobs "$jobs" "${filter[@]}"
-     --baseline-modes eager,default,max-autotune-no-cudagraphs,reduce-overhead
+     --baseline-modes "${BASELINE_MODES:-eager,default,max-autotune-no-cudagraphs,reduce-overhead}"
      "${stand_in[@]}" -- --max-iterations 3 "$@")
 {
     echo "# from the repository root, in slices of one device call each (evals/device/timing_suite.sh $name $jobs)"
