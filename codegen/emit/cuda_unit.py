@@ -24,6 +24,7 @@ LIB_ORDER = (
     "scan",
     "batchnorm",
     "gemm",
+    "conv_dw",
     "conv_engine",
     "conv",
     "pool",

@@ -30,6 +30,7 @@ _LIB_KIND: dict[str, tuple[str, ...]] = {
     "layernorm": ("layer_norm",),
     "conv": ("conv",),
     "conv_engine": ("conv",),
+    "conv_dw": ("conv",),
     "pool": ("pool",),
     "groupnorm": ("group_norm",),
 }

@@ -17,7 +17,7 @@
 // (templates/gemm.cuh, which defines STITCH_HAS_GEMM) they also time one batched cuBLASLt call over all items
 // (w shared through a batch stride of 0) followed by our epilogue kernel, with FMA math only.
 //
-// Depthwise 1-D/2-D convolutions (groups = input channels) also time a direct kernel of ours (below) that
+// Depthwise 1-D/2-D convolutions (groups = input channels) also time a direct kernel of ours (conv_dw.cuh) that
 // applies bias, residual and ReLU in the same pass; it joins the search as one more algorithm, never as the
 // accuracy reference, so it is used only where it beats every cuDNN algorithm.
 //
@@ -61,7 +61,6 @@
 #define STITCH_CONV_SEARCH_WORKSPACE_CAP (8ull << 30)
 #define STITCH_DW_ALGO (-1)  // our depthwise kernel, as an algorithm id next to cuDNN's (which are >= 0)
 #define STITCH_GEMM_CONV_ALGO (-2)  // a pointwise convolution as one batched cuBLASLt GEMM
-#define STITCH_DW_ROWS 4     // output rows per thread (2-D tiles: 32 x 32 outputs, 32 x 8 threads)
 
 // One call as the host passes it; spatial arrays hold nd entries.
 struct StitchConvArgs {
@@ -177,60 +176,6 @@ __global__ void stitch_conv_sqdiff_kernel(const float* a, const float* ref, int6
   if (threadIdx.x == 0) {
     atomicAdd(acc, d);
     atomicAdd(acc + 1, r);
-  }
-}
-
-// Depthwise (one input channel per group, K/C outputs each) direct convolution with the epilogue fused:
-// a block stages its input tile (zero-padded) and the channel's weights in shared memory, then each thread
-// computes four outputs of one column. Each sum starts from the bias and takes the taps row by row with
-// one fma each, as PyTorch's depthwise kernel does (a zero-padded tap adds exactly nothing).
-__global__ void __launch_bounds__(256) stitch_conv_depthwise_kernel(
-    const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
-    const float* __restrict__ z, float* __restrict__ y, int C, int K, int H, int W, int OH, int OW, int KH, int KW,
-    int SH, int SW, int PH, int PW, int DH, int DW, int act, int tiles_w, int tiles_h, int tile_h, int tile_h_in,
-    int tile_w_in) {
-  extern __shared__ float stitch_dw_shared[];
-  float* tile = stitch_dw_shared;
-  float* weights = stitch_dw_shared + tile_h_in * tile_w_in;
-  int64_t b = blockIdx.x;
-  const int tw = (int)(b % tiles_w);
-  b /= tiles_w;
-  const int th = (int)(b % tiles_h);
-  const int64_t plane = b / tiles_h;  // image * K + output channel
-  const int oc = (int)(plane % K);
-  const int64_t image = plane / K;
-  const int ic = oc / (K / C);
-  const int oh0 = th * tile_h, ow0 = tw * (int)blockDim.x;
-  const int ih0 = oh0 * SH - PH, iw0 = ow0 * SW - PW;
-  const float* xp = x + (image * C + ic) * (int64_t)H * W;
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-  for (int i = tid; i < KH * KW; i += blockDim.x * blockDim.y) weights[i] = w[(int64_t)oc * KH * KW + i];
-  for (int r = threadIdx.y; r < tile_h_in; r += blockDim.y) {
-    const int ih = ih0 + r;
-    const bool row = ih >= 0 && ih < H;
-    for (int col = threadIdx.x; col < tile_w_in; col += blockDim.x) {
-      const int iw = iw0 + col;
-      tile[r * tile_w_in + col] = (row && iw >= 0 && iw < W) ? __ldg(xp + (int64_t)ih * W + iw) : 0.f;
-    }
-  }
-  __syncthreads();
-  const int ow = ow0 + threadIdx.x;
-  if (ow >= OW) return;
-  const float start = bias != nullptr ? bias[oc] : 0.f;
-  const int64_t out_plane = plane * (int64_t)OH * OW;
-#pragma unroll
-  for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
-    const int local = threadIdx.y + rr * blockDim.y;
-    const int oh = oh0 + local;
-    if (local >= tile_h || oh >= OH) break;
-    const float* base = tile + local * SH * tile_w_in + threadIdx.x * SW;
-    float v = start;
-    for (int i = 0; i < KH; ++i) {
-      for (int j = 0; j < KW; ++j) v = fmaf(base[i * DH * tile_w_in + j * DW], weights[i * KW + j], v);
-    }
-    const int64_t e = out_plane + (int64_t)oh * OW + ow;
-    if (z != nullptr) v += z[e];
-    y[e] = (act == 1 && v < 0.f) ? 0.f : v;
   }
 }
 
