@@ -140,22 +140,15 @@ template <int OP, class Pro>
 __device__ __forceinline__ void stitch_axis_row_part(const Pro& pro, float* saved, StitchAxisState& st, int64_t base,
                                                      int64_t lo, int64_t hi, int tid, int nthreads, bool vec) {
   if (vec) {
-#pragma unroll 4
-    for (int64_t r = lo + 4 * (int64_t)tid; r < hi; r += 4 * (int64_t)nthreads) {
-      float t[4];
-      pro.load4(base + r, t);
-      if (saved != nullptr) stitch_st4(saved + base + r, t);
+    stitch_sweep<4, 4>(pro, saved, base, lo + 4 * (int64_t)tid, hi, 4 * (int64_t)nthreads,
+                       [&](const float* t, int64_t r) {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) stitch_axis_step<OP>(st, t[k], r + k);
-    }
+                         for (int k = 0; k < 4; ++k) stitch_axis_step<OP>(st, t[k], r + k);
+                       });
     return;
   }
-#pragma unroll 4
-  for (int64_t r = lo + tid; r < hi; r += nthreads) {
-    const float t = pro.load(base + r);
-    if (saved != nullptr) saved[base + r] = t;
-    stitch_axis_step<OP>(st, t, r);
-  }
+  stitch_sweep<4, 1>(pro, saved, base, lo + tid, hi, nthreads,
+                     [&](const float* t, int64_t r) { stitch_axis_step<OP>(st, t[0], r); });
 }
 
 // inner == 1, rows up to a few thousand elements: one warp per row.

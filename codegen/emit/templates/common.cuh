@@ -220,27 +220,60 @@ struct StitchRowPart {
   int64_t row, base, lo, hi;
 };
 
+// ---- sweep (this section compiles alone in the CPU emulation: tests/codegen/test_sweep.py)
+// A thread's strided visits c = first, first + step, ... below hi of the row at `base`, W floats a visit
+// (4: one 16-byte load, 1: one value), read through the prologue and stored to `saved` when given;
+// on(t, c) for each visit in order. The loads of U visits are issued before the first is used: a loop
+// that uses each load before it issues the next (the compiler does not move a load above the store to
+// `saved` or above the use's branches) keeps one load per thread in flight, and a kernel with a warp or
+// a block per row then waits on memory latency instead of streaming.
+template <int U, int W, class Pro, class On>
+__device__ __forceinline__ void stitch_sweep(const Pro& pro, float* saved, int64_t base, int64_t first, int64_t hi,
+                                             int64_t step, On on) {
+  for (int64_t c = first; c < hi; c += step * U) {
+    float t[U][W];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t at = c + u * step;
+      if (at < hi) {
+        if constexpr (W == 4) {
+          pro.load4(base + at, t[u]);
+        } else {
+          t[u][0] = pro.load(base + at);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t at = c + u * step;
+      if (at < hi) {
+        if (saved != nullptr) {
+          if constexpr (W == 4) {
+            stitch_st4(saved + base + at, t[u]);
+          } else {
+            saved[base + at] = t[u][0];
+          }
+        }
+        on(t[u], at);
+      }
+    }
+  }
+}
+// ---- end of sweep
+
 // The values of [lo, hi) of the row at `base` that this thread owns in a block-strided sweep, read through
 // the prologue (and stored to `saved` when given): on4(t) for each 16-byte group when `vec`, else on1(v) for
-// each value. The statistics passes of lib softmax and lib layernorm sweep their row parts with it.
+// each value, UNROLL loads in flight. The statistics passes of lib softmax and lib layernorm sweep their row
+// parts with it.
 template <int UNROLL, class Pro, class On4, class On1>
 __device__ __forceinline__ void stitch_row_part_sweep(const Pro& pro, float* saved, int64_t base, int64_t lo,
                                                       int64_t hi, bool vec, On4 on4, On1 on1) {
   if (vec) {
-#pragma unroll UNROLL
-    for (int64_t c = lo + 4 * (int64_t)threadIdx.x; c < hi; c += 4 * (int64_t)blockDim.x) {
-      float t[4];
-      pro.load4(base + c, t);
-      if (saved != nullptr) stitch_st4(saved + base + c, t);
-      on4(t);
-    }
+    stitch_sweep<UNROLL, 4>(pro, saved, base, lo + 4 * (int64_t)threadIdx.x, hi, 4 * (int64_t)blockDim.x,
+                            [&](const float* t, int64_t) { on4(t); });
   } else {
-#pragma unroll UNROLL
-    for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
-      const float t = pro.load(base + c);
-      if (saved != nullptr) saved[base + c] = t;
-      on1(t);
-    }
+    stitch_sweep<UNROLL, 1>(pro, saved, base, lo + (int64_t)threadIdx.x, hi, (int64_t)blockDim.x,
+                            [&](const float* t, int64_t) { on1(t[0]); });
   }
 }
 

@@ -118,13 +118,11 @@ __global__ void stitch_layernorm_block4_kernel(Pro pro, Epi epi, const float* w,
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = row * cols;
     float sum = 0.f;
-    for (int64_t j = threadIdx.x; j < cols4; j += blockDim.x) {
-      float t[4];
-      pro.load4(base + 4 * j, t);
-      if (saved != nullptr) stitch_st4(saved + base + 4 * j, t);
-      stitch_row_cache4[j] = make_float4(t[0], t[1], t[2], t[3]);
-      sum += (t[0] + t[1]) + (t[2] + t[3]);
-    }
+    stitch_sweep<4, 4>(pro, saved, base, 4 * (int64_t)threadIdx.x, cols, 4 * (int64_t)blockDim.x,
+                       [&](const float* t, int64_t c) {
+                         stitch_row_cache4[c / 4] = make_float4(t[0], t[1], t[2], t[3]);
+                         sum += (t[0] + t[1]) + (t[2] + t[3]);
+                       });
     const float mean = stitch_block_reduce(sum, StitchSumOp(), 0.f, red_f) / (float)cols;
     float sq = 0.f;
     for (int64_t j = threadIdx.x; j < cols4; j += blockDim.x) {
@@ -154,12 +152,10 @@ __global__ void stitch_layernorm_block_kernel(Pro pro, Epi epi, const float* w, 
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = row * cols;
     float sum = 0.f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float t = pro.load(base + c);
-      if (saved != nullptr) saved[base + c] = t;
-      stitch_row_cache[c] = t;
-      sum += t;
-    }
+    stitch_sweep<4, 1>(pro, saved, base, threadIdx.x, cols, blockDim.x, [&](const float* t, int64_t c) {
+      stitch_row_cache[c] = t[0];
+      sum += t[0];
+    });
     const float mean = stitch_block_reduce(sum, StitchSumOp(), 0.f, red_f) / (float)cols;
     float sq = 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {

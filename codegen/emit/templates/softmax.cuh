@@ -174,12 +174,10 @@ __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* s
     const int64_t base = row * cols;
     float m = -INFINITY;
     float s = 0.f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float t = pro.load(base + c);
-      if (saved != nullptr) saved[base + c] = t;
-      stitch_row_cache[c] = t;
-      stitch_ms_add(m, s, t);
-    }
+    stitch_sweep<4, 1>(pro, saved, base, threadIdx.x, cols, blockDim.x, [&](const float* t, int64_t c) {
+      stitch_row_cache[c] = t[0];
+      stitch_ms_add(m, s, t[0]);
+    });
     stitch_ms_block_merge(m, s, red_m, red_s);
     const float log_s = LOG ? logf(s) : 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -287,20 +285,16 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
     const int64_t base = row * cols;
     float m = -INFINITY;
     float s = 0.f;
-    for (int64_t c = first; c < cols; c += step) {
-      float t[4];
-      const int n = vec ? 4 : 1;
-      if (vec) {
-        pro.load4(base + c, t);
-        if (saved != nullptr) stitch_st4(saved + base + c, t);
-      } else {
-        t[0] = pro.load(base + c);
-        if (saved != nullptr) saved[base + c] = t[0];
-      }
+    const auto take = [&](const float* t, int64_t c, int n) {
       for (int k = 0; k < n; ++k) {
         if (c + k < cached) stitch_row_head[c + k] = t[k];
         stitch_ms_add(m, s, t[k]);
       }
+    };
+    if (vec) {
+      stitch_sweep<4, 4>(pro, saved, base, first, cols, step, [&](const float* t, int64_t c) { take(t, c, 4); });
+    } else {
+      stitch_sweep<4, 1>(pro, saved, base, first, cols, step, [&](const float* t, int64_t c) { take(t, c, 1); });
     }
     stitch_ms_block_merge(m, s, red_m, red_s);  // ends with a barrier: the head is complete
     const float log_s = LOG ? logf(s) : 0.f;
