@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.host_emulation import build_emulator
+from support.host_emulation import build_emulator, common_section
 
 EMULATION = r"""
 #include <cstdint>
@@ -23,6 +23,8 @@ EMULATION = r"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
+static void stitch_st4(float* p, const float v[4]) { for (int k = 0; k < 4; ++k) p[k] = v[k]; }
+@SWEEP@
 struct HostInput {
   const float* x;
   float load(int64_t e) const { return x[e]; }
@@ -60,7 +62,9 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_emulator(tmp_path_factory.mktemp("gn_emulation"), EMULATION)
+    return build_emulator(
+        tmp_path_factory.mktemp("gn_emulation"), EMULATION.replace("@SWEEP@", common_section("sweep"))
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,11 @@ when asked.
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from support.host_emulation import build_emulator
-
-from codegen.emit.cuda_unit import TEMPLATE_DIR
+from support.host_emulation import build_emulator, common_section
 
 MAIN = r"""
 #include <cstdint>
@@ -60,10 +57,7 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    common = (TEMPLATE_DIR / "common.cuh").read_text()
-    section = re.search(r"// ---- sweep.*?\n(.*?)// ---- end of sweep", common, re.S)
-    assert section is not None, "common.cuh lost the sweep section's markers"
-    return build_emulator(tmp_path_factory.mktemp("sweep"), MAIN.replace("@SWEEP@", section.group(1)))
+    return build_emulator(tmp_path_factory.mktemp("sweep"), MAIN.replace("@SWEEP@", common_section("sweep")))
 
 
 @pytest.mark.parametrize(

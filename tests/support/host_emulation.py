@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,3 +32,14 @@ def build_emulator(folder: Path, main_source: str) -> Path:
     ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     return binary
+
+
+def common_section(name: str) -> str:
+    """A section of templates/common.cuh that compiles alone (between `// ---- NAME` and `// ---- end of
+    NAME`), for emulations of templates that use it."""
+    from codegen.emit.cuda_unit import TEMPLATE_DIR
+
+    common = (TEMPLATE_DIR / "common.cuh").read_text()
+    found = re.search(rf"// ---- {name}\b.*?\n(.*?)// ---- end of {name}", common, re.S)
+    assert found is not None, f"common.cuh lost the {name} section's markers"
+    return found.group(1)

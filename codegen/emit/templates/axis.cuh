@@ -204,14 +204,13 @@ __global__ void stitch_axis_cols_kernel(Pro pro, Epi epi, float* saved, float* y
   const int64_t hi = lo + chunk < R ? lo + chunk : R;
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     StitchAxisState st = stitch_axis_init<OP>();
-    if (i < inner) {
-#pragma unroll 4
-      for (int64_t r = lo + ty; r < hi; r += blockDim.y) {
-        const int64_t e = (o * R + r) * inner + i;
-        const float t = pro.load(e);
-        if (saved != nullptr) saved[e] = t;
-        stitch_axis_step<OP>(st, t, r);
-      }
+    if (i < inner) {  // rows r = lo + ty, lo + ty + Y, ... of column i, four loads in flight
+      int64_t r = lo + ty;
+      stitch_sweep<4, 1>(pro, saved, o * R * inner + i, r * inner, hi * inner, (int64_t)blockDim.y * inner,
+                         [&](const float* t, int64_t) {
+                           stitch_axis_step<OP>(st, t[0], r);
+                           r += blockDim.y;
+                         });
     }
     pm[ty][tx] = st.m;
     ps[ty][tx] = st.s;
@@ -252,16 +251,14 @@ __global__ void stitch_axis_cols4_kernel(Pro pro, Epi epi, float* saved, float* 
     StitchAxisState st[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) st[k] = stitch_axis_init<OP>();
-    if (i < inner) {
-#pragma unroll 4
-      for (int64_t r = lo + ty; r < hi; r += blockDim.y) {
-        const int64_t e = (o * R + r) * inner + i;
-        float t[4];
-        pro.load4(e, t);
-        if (saved != nullptr) stitch_st4(saved + e, t);
+    if (i < inner) {  // rows r = lo + ty, lo + ty + Y, ... of columns i .. i + 3, four loads in flight
+      int64_t r = lo + ty;
+      stitch_sweep<4, 4>(pro, saved, o * R * inner + i, r * inner, hi * inner, (int64_t)blockDim.y * inner,
+                         [&](const float* t, int64_t) {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) stitch_axis_step<OP>(st[k], t[k], r);
-      }
+                           for (int k = 0; k < 4; ++k) stitch_axis_step<OP>(st[k], t[k], r);
+                           r += blockDim.y;
+                         });
     }
 #pragma unroll
     for (int k = 0; k < 4; ++k) part[ty][4 * tx + k] = st[k];

@@ -29,6 +29,7 @@ __device__ __forceinline__ void stitch_bn_thread_sums(const float* __restrict__ 
     const int64_t k0 = lo > n * HW ? lo - n * HW : 0;
     const int64_t k1 = hi < (n + 1) * HW ? hi - n * HW : HW;
     if (vec) {  // k0 and k1 are multiples of 4
+#pragma unroll 4
       for (int64_t k = k0 + 4LL * t; k < k1; k += 4LL * nthreads) {
         const float4 v = *reinterpret_cast<const float4*>(plane + k);
         const double a = v.x, b = v.y, d = v.z, e = v.w;
@@ -36,6 +37,7 @@ __device__ __forceinline__ void stitch_bn_thread_sums(const float* __restrict__ 
         q += (a * a + b * b) + (d * d + e * e);
       }
     } else {
+#pragma unroll 4
       for (int64_t k = k0 + t; k < k1; k += nthreads) {
         const double v = plane[k];
         s += v;

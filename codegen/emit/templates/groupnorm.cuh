@@ -8,26 +8,25 @@
 
 // Thread `tid`'s share (of `nthreads`) of elements [begin, end) of the slab whose first element is
 // `first`: its sum and sum of squares, in double (16-byte loads when vec: begin, end and the slab start
-// are multiples of 4 floats).
+// are multiples of 4 floats; four loads in flight, lib common's sweep).
 template <class Pro>
 __device__ __forceinline__ void stitch_gn_thread_sums(const Pro& pro, int64_t first, int64_t begin, int64_t end,
                                                       int tid, int nthreads, int vec, double* sum, double* sumsq) {
   double s = 0.0;
   double q = 0.0;
   if (vec) {
-    for (int64_t k = begin + 4 * (int64_t)tid; k < end; k += 4 * (int64_t)nthreads) {
-      float v[4];
-      pro.load4(first + k, v);
-      const double a = v[0], b = v[1], c = v[2], d = v[3];
-      s += (a + b) + (c + d);
-      q += (a * a + b * b) + (c * c + d * d);
-    }
+    stitch_sweep<4, 4>(pro, nullptr, first, begin + 4 * (int64_t)tid, end, 4 * (int64_t)nthreads,
+                       [&](const float* v, int64_t) {
+                         const double a = v[0], b = v[1], c = v[2], d = v[3];
+                         s += (a + b) + (c + d);
+                         q += (a * a + b * b) + (c * c + d * d);
+                       });
   } else {
-    for (int64_t k = begin + tid; k < end; k += nthreads) {
-      const double a = (double)pro.load(first + k);
+    stitch_sweep<4, 1>(pro, nullptr, first, begin + tid, end, nthreads, [&](const float* v, int64_t) {
+      const double a = (double)v[0];
       s += a;
       q += a * a;
-    }
+    });
   }
   *sum = s;
   *sumsq = q;

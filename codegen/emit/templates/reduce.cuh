@@ -44,7 +44,8 @@ __global__ void stitch_reduce_block_kernel(Pro pro, Epi epi, float* y, int64_t r
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = row * cols;
     float acc = stitch_reduce_identity<OP>();
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) acc = stitch_reduce_op<OP>(acc, pro.load(base + c));
+    stitch_sweep<4, 1>(pro, nullptr, base, threadIdx.x, cols, blockDim.x,
+                       [&](const float* t, int64_t) { acc = stitch_reduce_op<OP>(acc, t[0]); });
     acc = stitch_block_reduce(acc, StitchReduceOp<OP>(), stitch_reduce_identity<OP>(), red);
     if (threadIdx.x == 0) y[row] = epi.apply(stitch_reduce_finish<OP>(acc, scale), row);
   }
@@ -65,13 +66,11 @@ __global__ void stitch_reduce_rows4_kernel(Pro pro, Epi epi, float* y, int64_t r
     float acc[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_identity<OP>();
-#pragma unroll 4
-    for (int64_t j = tid; j < cols4; j += nthreads) {
-      float t[4];
-      pro.load4(base + 4 * j, t);
+    stitch_sweep<4, 4>(pro, nullptr, base, 4 * (int64_t)tid, 4 * cols4, 4 * (int64_t)nthreads,
+                       [&](const float* t, int64_t) {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
-    }
+                         for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
+                       });
     float a = stitch_reduce_op<OP>(stitch_reduce_op<OP>(acc[0], acc[1]), stitch_reduce_op<OP>(acc[2], acc[3]));
     if (WARP) {
       a = stitch_warp_reduce(a, StitchReduceOp<OP>());
@@ -120,16 +119,14 @@ __global__ void stitch_reduce_part_rows_kernel(Pro pro, float* ws, int64_t rows,
 #pragma unroll
     for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_identity<OP>();
     if (vec) {
-#pragma unroll 4
-      for (int64_t j = lo + 4 * (int64_t)threadIdx.x; j < hi; j += 4 * (int64_t)blockDim.x) {
-        float t[4];
-        pro.load4(base + j, t);
+      stitch_sweep<4, 4>(pro, nullptr, base, lo + 4 * (int64_t)threadIdx.x, hi, 4 * (int64_t)blockDim.x,
+                         [&](const float* t, int64_t) {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
-      }
+                           for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
+                         });
     } else {
-#pragma unroll 4
-      for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) acc[0] = stitch_reduce_op<OP>(acc[0], pro.load(base + j));
+      stitch_sweep<4, 1>(pro, nullptr, base, lo + threadIdx.x, hi, blockDim.x,
+                         [&](const float* t, int64_t) { acc[0] = stitch_reduce_op<OP>(acc[0], t[0]); });
     }
     float a = stitch_reduce_op<OP>(stitch_reduce_op<OP>(acc[0], acc[1]), stitch_reduce_op<OP>(acc[2], acc[3]));
     a = stitch_block_reduce(a, StitchReduceOp<OP>(), stitch_reduce_identity<OP>(), red);

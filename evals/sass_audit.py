@@ -1,0 +1,123 @@
+"""How many global loads each kernel of a generated program issues back to back (its SASS, CPU only).
+
+    python -m evals.sass_audit level1/4_Softmax [PROBLEM ...] [--arch 90]
+
+Why: a memory-bound kernel streams only with enough bytes in flight. A loop that uses each load before
+it issues the next (a store to `saved`, a branch or a loop-carried value in between, and nothing
+unrolled) keeps one load per thread in flight; with a block or a warp per row that is far below the
+bandwidth, whatever the occupancy (the depthwise kernel's staging and the row kernels' loops were such
+loops until 2026-12-05). This writes each problem's first offline program, compiles its CUDA source
+with nvcc for the given architecture, disassembles it (cuobjdump, which ships in the triton wheel
+torch depends on) and prints per kernel the longest run of consecutive global loads and how many
+runs there are. Kernels whose runs are all 1 are marked for a look, except the one-element-per-thread
+kinds (elementwise, fill, finish and finalize kernels), where the grid itself keeps the loads in flight
+(a kernel that loads only one value per thread by design, such as a warp-per-row kernel over 32-wide
+rows, is marked too: the mark is a hint, not a verdict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Kernels with one element (or a few) per thread and a grid as large as the data: a run of 1 is expected.
+PER_ELEMENT = re.compile(
+    r"stitch_ew_|fill_kernel|finish_kernel|finalize_kernel|gather_kernel|window_kernel|epilogue"
+)
+_FUNCTION = re.compile(r"\n\s+Function : (\S+)")
+# What ends a run: an instruction that uses a loaded value or orders memory (float and double math,
+# shuffles, shared-memory and global stores, barriers, branches); address arithmetic does not.
+_OP = re.compile(
+    r"\b(LDG|STG|STS|LDS|BAR|BRA|FADD|FFMA|FMUL|FMNMX|FSETP|FSEL|DADD|DFMA|DMUL|DSETP|MUFU|SHFL)\b"
+)
+
+
+def cuobjdump() -> str | None:
+    """cuobjdump from the CUDA toolkit, else the one in the triton wheel."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import triton
+    except ImportError:
+        return None
+    path = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return str(path) if path.exists() else None
+
+
+def load_runs(sass: str) -> dict[str, list[int]]:
+    """Kernel (mangled name) -> lengths of its runs of consecutive global loads, in program order."""
+    parts = _FUNCTION.split(sass)
+    found: dict[str, list[int]] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        runs, current = [], 0
+        for op in _OP.findall(body):
+            if op.startswith("LDG"):
+                current += 1
+            elif current:
+                runs.append(current)
+                current = 0
+        if current:
+            runs.append(current)
+        if runs:
+            found[name] = runs
+    return found
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    tool = shutil.which("c++filt")
+    if tool is None:
+        return {n: n for n in names}
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+    return dict(zip(names, out, strict=True)) if len(out) == len(names) else {n: n for n in names}
+
+
+def audit(cuda_src: str, arch: str, include: list[str]) -> dict[str, list[int]]:
+    """Compile one program's CUDA source and read its kernels' load runs (demangled names)."""
+    tool = cuobjdump()
+    if tool is None:
+        raise RuntimeError("no cuobjdump (CUDA toolkit or the triton wheel)")
+    with tempfile.TemporaryDirectory(prefix="stitch-sass-") as tmp:
+        source, obj = Path(tmp) / "program.cu", Path(tmp) / "program.o"
+        source.write_text(cuda_src)
+        flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}", *(f"-I{i}" for i in include)]
+        subprocess.run(
+            ["nvcc", "-c", "-O3", *flags, str(source), "-o", str(obj)], check=True, capture_output=True
+        )
+        sass = subprocess.run([tool, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
+    runs = load_runs(sass)
+    names = demangle(list(runs))
+    return {names[n]: r for n, r in runs.items()}
+
+
+def serial(kernel: str, runs: list[int]) -> bool:
+    """One load in flight per thread everywhere, in a kind of kernel that loops over its data."""
+    return max(runs) == 1 and not PER_ELEMENT.search(kernel)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.sass_audit", description=__doc__.split("\n")[0])
+    parser.add_argument("problems", nargs="+", help="level/stem keys of evals/suite")
+    parser.add_argument("--arch", default="90")
+    args = parser.parse_args(argv)
+    from codegen.emit.runtime import _stitch_cuda_lib_paths, _stitch_cudnn_paths
+    from evals.device.verify_probe import first_program
+
+    include = _stitch_cuda_lib_paths()[0] + _stitch_cudnn_paths()[0]
+    for key in args.problems:
+        _, _, source = first_program(key)
+        cuda = source.split("CUDA_SRC = r'''", 1)[1].split("'''", 1)[0]
+        print(f"== {key}")
+        for kernel, runs in sorted(audit(cuda, args.arch, include).items()):
+            mark = "  <- one load in flight" if serial(kernel, runs) else ""
+            print(f"{max(runs):4d} {len(runs):4d}  {kernel[:110]}{mark}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

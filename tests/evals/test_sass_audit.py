@@ -1,0 +1,63 @@
+"""The SASS audit on real nvcc output: the kernels that loop over rows or tiles keep several loads in
+flight per thread (the depthwise staging and the row loops kept one until 2026-12-05)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from codegen.emit.runtime import _stitch_cuda_lib_paths, _stitch_cudnn_paths
+from evals import sass_audit
+from evals.device.verify_probe import first_program
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("nvcc") is None or sass_audit.cuobjdump() is None, reason="needs nvcc and cuobjdump"
+    ),
+]
+
+
+def _runs(key: str) -> dict[str, list[int]]:
+    _, _, source = first_program(key)
+    cuda = source.split("CUDA_SRC = r'''", 1)[1].split("'''", 1)[0]
+    return sass_audit.audit(cuda, "90", _stitch_cuda_lib_paths()[0] + _stitch_cudnn_paths()[0])
+
+
+@pytest.mark.parametrize(
+    ("problem", "kernels"),
+    [
+        ("level1/16_Conv2d_Depthwise", ("stitch_conv_depthwise_kernel",)),
+        ("level1/4_Softmax", ("stitch_softmax_block_kernel", "stitch_softmax_long_kernel")),
+        ("level1/56_CrossEntropyLoss", ("stitch_axis_warp_kernel", "stitch_axis_block_kernel")),
+    ],
+)
+def test_looping_kernels_keep_four_loads_in_flight(problem: str, kernels: tuple[str, ...]) -> None:
+    runs = _runs(problem)
+    for kernel in kernels:
+        found = [r for name, r in runs.items() if kernel in name]
+        assert found, f"{kernel} not in {problem}'s program"
+        assert all(max(r) >= 4 for r in found), (kernel, found)
+        assert not any(sass_audit.serial(name, r) for name, r in runs.items() if kernel in name)
+
+
+def test_one_load_at_a_time_is_marked_except_in_per_element_kernels() -> None:
+    sass = """
+        Function : _Z4loopPf
+        /*0000*/ LDG.E R2, [R4.64] ;
+        /*0010*/ FADD R0, R0, R2 ;
+        /*0020*/ LDG.E R3, [R6.64] ;
+        /*0030*/ IADD3 R6, R6, 0x4, RZ ;
+        /*0040*/ FADD R0, R0, R3 ;
+        Function : _Z8batchedPf
+        /*0000*/ LDG.E R2, [R4.64] ;
+        /*0010*/ IADD3 R6, R4, 0x80, RZ ;
+        /*0020*/ LDG.E R3, [R6.64] ;
+        /*0030*/ FADD R0, R2, R3 ;
+    """
+    runs = sass_audit.load_runs(sass)
+    assert runs == {"_Z4loopPf": [1, 1], "_Z8batchedPf": [2]}
+    assert sass_audit.serial("void stitch_row_kernel<0>(float*)", runs["_Z4loopPf"])
+    assert not sass_audit.serial("void stitch_ew_vec_kernel<F>(F, long)", runs["_Z4loopPf"])
+    assert not sass_audit.serial("batched", runs["_Z8batchedPf"])
