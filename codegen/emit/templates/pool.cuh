@@ -148,10 +148,20 @@ __global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y,
     const I wn = (I)(w1 - w0), hn = (I)(h1 - h0);
     const I area = wn * hn, count = area * (I)(d1 - d0);
     float acc = MODE == 2 ? 0.f : -INFINITY;
-    for (I k = (I)lane; k < count; k += 32) {
-      const I d = (I)d0 + k / area, r = k % area;
-      const float a = pro.load(xp + (d * ih_n + (I)h0 + r / wn) * iw_n + (I)w0 + r % wn);
-      acc = MODE == 2 ? acc + a : ((a > acc || a != a) ? a : acc);
+    // Four taps' loads in flight per lane, then folded in tap order (the order of a plain loop). A tap past
+    // the window loads the last tap instead (never used), so the loads need no branch between them.
+    for (I k0 = (I)lane; k0 < count; k0 += 4 * 32) {
+      float a[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const I k = k0 + (I)(32 * u) < count ? k0 + (I)(32 * u) : count - 1;
+        const I d = (I)d0 + k / area, r = k % area;
+        a[u] = pro.load(xp + (d * ih_n + (I)h0 + r / wn) * iw_n + (I)w0 + r % wn);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (k0 + (I)(32 * u) < count) acc = MODE == 2 ? acc + a[u] : ((a[u] > acc || a[u] != a[u]) ? a[u] : acc);
+      }
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
