@@ -385,14 +385,14 @@ __global__ void stitch_axis_softmax_kernel(Pro pro, Epi epi, float* saved, float
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     float m = -INFINITY;
     float s = 0.f;
-    if (i < inner) {
-      for (int64_t r = ty; r < R; r += blockDim.y) {
-        const int64_t e = (o * R + r) * inner + i;
-        const float t = pro.load(e);
-        if (saved != nullptr) saved[e] = t;
-        if (CACHE) stitch_axis_tile[r * 32 + tx] = t;
-        stitch_lse_step(m, s, t);
-      }
+    if (i < inner) {  // rows r = ty, ty + Y, ... of column i, four loads in flight
+      int64_t r = ty;
+      stitch_sweep<4, 1>(pro, saved, o * R * inner + i, r * inner, R * inner, (int64_t)blockDim.y * inner,
+                         [&](const float* t, int64_t) {
+                           if (CACHE) stitch_axis_tile[r * 32 + tx] = t[0];
+                           stitch_lse_step(m, s, t[0]);
+                           r += blockDim.y;
+                         });
     }
     pm[ty][tx] = m;
     ps[ty][tx] = s;
