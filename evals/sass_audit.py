@@ -100,20 +100,24 @@ def serial(kernel: str, runs: list[int]) -> bool:
     return max(runs) == 1 and not PER_ELEMENT.search(kernel)
 
 
+def audit_problem(key: str, arch: str = "90") -> dict[str, list[int]]:
+    """The load runs of each kernel of a suite problem's first offline program (full install)."""
+    from codegen.emit.runtime import _stitch_cuda_lib_paths, _stitch_cudnn_paths
+    from evals.device.verify_probe import first_program
+
+    _, _, source = first_program(key)
+    cuda = source.split("CUDA_SRC = r'''", 1)[1].split("'''", 1)[0]
+    return audit(cuda, arch, _stitch_cuda_lib_paths()[0] + _stitch_cudnn_paths()[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.sass_audit", description=__doc__.split("\n")[0])
     parser.add_argument("problems", nargs="+", help="level/stem keys of evals/suite")
     parser.add_argument("--arch", default="90")
     args = parser.parse_args(argv)
-    from codegen.emit.runtime import _stitch_cuda_lib_paths, _stitch_cudnn_paths
-    from evals.device.verify_probe import first_program
-
-    include = _stitch_cuda_lib_paths()[0] + _stitch_cudnn_paths()[0]
     for key in args.problems:
-        _, _, source = first_program(key)
-        cuda = source.split("CUDA_SRC = r'''", 1)[1].split("'''", 1)[0]
         print(f"== {key}")
-        for kernel, runs in sorted(audit(cuda, args.arch, include).items()):
+        for kernel, runs in sorted(audit_problem(key, args.arch).items()):
             mark = "  <- one load in flight" if serial(kernel, runs) else ""
             print(f"{max(runs):4d} {len(runs):4d}  {kernel[:110]}{mark}")
     return 0

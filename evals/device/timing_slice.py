@@ -286,8 +286,8 @@ def save(
         on_disk = _size(root) if root.exists() else 0
         sizes[f"{label}_on_disk"] = on_disk
         if label == "build":  # the root's choice files; the finished entries, newest first, meta file last
-            roots = [[(root / f, f) for f in ROOT_FILES if (root / f).is_file()]]
-            groups = [g for g in roots if g] + [
+            choices = [(root / f, f) for f in ROOT_FILES if (root / f).is_file()]
+            groups = ([choices] if choices else []) + [
                 sorted(
                     (
                         (f, f"{entry.name}/{f.name}")

@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +136,6 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def baseline_eager(request: dict[str, Any], key: str) -> float | None:
     """The baseline step's eager time for the request's problem, measured now (no cache)."""
-    import tempfile
-
     from tools.baselines import measure_baselines
 
     with tempfile.TemporaryDirectory(prefix="stitch-probe-baselines-") as cache:

@@ -7,9 +7,7 @@ import shutil
 
 import pytest
 
-from codegen.emit.runtime import _stitch_cuda_lib_paths, _stitch_cudnn_paths
 from evals import sass_audit
-from evals.device.verify_probe import first_program
 
 pytestmark = [
     pytest.mark.slow,
@@ -17,12 +15,6 @@ pytestmark = [
         shutil.which("nvcc") is None or sass_audit.cuobjdump() is None, reason="needs nvcc and cuobjdump"
     ),
 ]
-
-
-def _runs(key: str) -> dict[str, list[int]]:
-    _, _, source = first_program(key)
-    cuda = source.split("CUDA_SRC = r'''", 1)[1].split("'''", 1)[0]
-    return sass_audit.audit(cuda, "90", _stitch_cuda_lib_paths()[0] + _stitch_cudnn_paths()[0])
 
 
 @pytest.mark.parametrize(
@@ -34,7 +26,7 @@ def _runs(key: str) -> dict[str, list[int]]:
     ],
 )
 def test_looping_kernels_keep_four_loads_in_flight(problem: str, kernels: tuple[str, ...]) -> None:
-    runs = _runs(problem)
+    runs = sass_audit.audit_problem(problem)
     for kernel in kernels:
         found = [r for name, r in runs.items() if kernel in name]
         assert found, f"{kernel} not in {problem}'s program"

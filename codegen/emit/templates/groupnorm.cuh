@@ -45,8 +45,8 @@ static StitchGnLaunch stitch_gn_stats_launch(int64_t rows, int64_t seg, int64_t 
   // slab only as many warps as it has float4s (GEMM + GroupNorm: slabs of 16-512 floats, where 256
   // threads would leave most of the block idle).
   l.threads = seg >= 4096 ? 512 : 256;
-  const int64_t warps = ((seg + 3) / 4 + 31) / 32;
-  if (warps * 32 < l.threads) l.threads = (int)(warps < 1 ? 32 : warps * 32);
+  const int64_t warps = ((seg + 3) / 4 + 31) / 32;  // at least 1: the caller launches only for seg >= 1
+  if (warps * 32 < l.threads) l.threads = (int)(warps * 32);
   // Split each slab so that the grid holds ~4 blocks per SM, each chunk at least 8 floats per thread.
   const int64_t want = (sms * 4 + rows - 1) / rows;
   const int64_t most = (seg + l.threads * 8 - 1) / (l.threads * 8);
