@@ -10,7 +10,7 @@
 | `process.py` | child processes: group kills, capped logs, atomic JSON files | stdlib |
 | `cache_paths.py` | where the build cache and its precompiled headers live (one rule for all sides) | stdlib |
 | `evaluate.py` | the parent side: one request in a fresh, killable worker; the speed-of-light judgement | stdlib, `protocol`, `process`, `roofline` |
-| `problem.py`, `roofline.py`, `baselines.py` | problem files and suites; device ceilings; PyTorch baselines | parent side |
+| `problem.py`, `roofline.py`, `baselines.py`, `baseline_suite.py` | problem files and suites; device ceilings; PyTorch baselines (and their table over a suite) | parent side |
 
 The worker island (`worker/` and `build/`) is what runs on the GPU machine next to untrusted code:
 it needs nothing beyond torch and the standard library (tests/tools/test_layout.py checks that).

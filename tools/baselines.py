@@ -1,7 +1,7 @@
 """PyTorch eager and torch.compile baselines of a reference, timed like the candidate, cached per machine.
 
     python -m tools.baselines --request REQ.json --response RESP.json [--progress PROGRESS.json]
-    python -m tools.baselines --suite evals/suite [--modes eager,default] [--out DIR] [--only REGEX]
+    python -m tools.baselines --suite evals/suite [--modes eager,default] [--out DIR] [--only REGEX]   (tools.baseline_suite)
 
 Why: every speedup StitchCUDA reports is against PyTorch measured in the same run, on the same GPU,
 with the same method as the candidate (tools.worker.timing.time_forward: cold L2, CUDA events, fresh
@@ -68,6 +68,10 @@ from tools.worker.rounds import Contestant, time_in_rounds
 
 MODES: tuple[str, ...] = ("eager", *COMPILE_MODES)
 DEFAULT_TIMEOUT_S = 1800.0
+# Baseline processes that may hold GPU memory at once per GPU (the rest wait for a slot): twelve at
+# once ran an 80 GB H100 out of memory (docs/timing.md). STITCHCUDA_BASELINE_SLOTS overrides; 0: no limit.
+SLOTS_ENV = "STITCHCUDA_BASELINE_SLOTS"
+DEFAULT_SLOTS = 4
 BUDGET_SHARE = 0.8  # of the time left that one mode's timed loop may use
 
 
@@ -233,14 +237,46 @@ def _run(
         return
     problem = _load(request)
     pin_precision()
+    lock = gpu_lock.lock_path(path.parent, device)
+    slots = int(request.get("slots") or 0)
+    holding = (
+        gpu_lock.slot(lock, slots) if device.type == "cuda" and slots > 0 else contextlib.nullcontext(0.0)
+    )
+    with holding as waited:  # the model, inputs and compiled graphs stay in GPU memory until the end
+        response["slot_wait_s"] = round(waited, 3)
+        failed = _measure_modes(
+            request, response, progress, problem, device, dtype, todo, keys, lock, deadline
+        )
+    done = len(todo) - len(failed)
+    response["message"] = (
+        f"measured {done} of {len(todo)} mode(s); {len(modes) - len(todo)} from the cache"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+
+
+def _measure_modes(
+    request: dict[str, Any],
+    response: dict[str, Any],
+    progress: Callable[[dict[str, Any]], None],
+    problem: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+    todo: list[str],
+    keys: dict[str, str],
+    lock: Path,
+    deadline: float,
+) -> list[str]:
+    """Time each mode still to measure beside eager, each stored in the cache as soon as it is done;
+    the modes that failed. A mode that ran out of GPU memory is tried once more holding the device
+    lock throughout (compilation included), so no worker's tensors compete with it."""
     seed = int(request.get("seed", 42))
+    path = cache_path(request.get("cache_dir"))
     # Putting the model and inputs on the GPU maps memory, which slows a memory-bound kernel another
     # process is timing: it waits, as builds do, while a timing holds the machine's quiet window.
     with timing_window.busy(request.get("cache_dir")) if device.type == "cuda" else contextlib.nullcontext():
         model = construct_model(problem, device, dtype, seed)
         inputs = draw_problem_inputs(problem, device, dtype, request)
     reference_output = None
-    lock = gpu_lock.lock_path(path.parent, device)
     if any(m != "eager" for m in todo):
         with torch.no_grad(), gpu_lock.exclusive(lock):
             reference_output = model(*clone_inputs(inputs))
@@ -248,26 +284,29 @@ def _run(
     failed = []
     for index, mode in enumerate(todo):
         budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(todo) - index))
-        try:
-            contestants: dict[str, Callable[..., Any]] = {"eager": model}
-            entry: dict[str, Any] = {"mode": mode}
-            if mode != "eager":  # compiling is CPU work: in the shared window
-                contestants[mode], entry = compile_mode(
-                    mode, model, inputs, device, reference_output, request.get("cache_dir")
+        retried = False
+        while True:
+            try:
+                entry, info = _measure_mode(
+                    mode, model, inputs, device, reference_output, request, lock, budget, retried
                 )
-                budget = max(1.0, budget - entry["compile_s"])
-            with gpu_lock.exclusive(lock):
-                info = time_side_by_side(contestants, inputs, device, request, budget)
-                del contestants
-                _release(device)  # before the lock goes: unmapping memory would slow the next timing
-        except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
+                break
+            except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
+                _release(device)
+                if not retried and out_of_memory(exc):
+                    retried = True  # other processes held the memory: once more, alone on the device
+                    continue
+                entry, info = {"mode": mode, "error": f"{type(exc).__name__}: {_first_line(exc)}"}, None
+                break
+        if info is None:
             failed.append(mode)
-            response["baselines"][mode] = {"mode": mode, "error": f"{type(exc).__name__}: {_first_line(exc)}"}
-            _release(device)
+            response["baselines"][mode] = entry | ({"retried_after_oom": True} if retried else {})
             progress(response)
             continue
         entry.update(info[mode])
         entry.update(order=info["order"], window_wait_s=info["window_wait_s"])
+        if retried:
+            entry["retried_after_oom"] = True
         if mode != "eager":  # the eager time of the same rounds: this mode's ratio is side by side
             entry["eager_side_by_side_ms"] = info["eager"]["mean_ms"]
             entry["ratio_vs_eager"] = info["ratios"][mode]
@@ -275,11 +314,42 @@ def _run(
         store(path, keys[mode], json_safe(entry))
         response["baselines"][mode] = {**entry, "cached": False}
         progress(response)
-    done = len(todo) - len(failed)
-    response["message"] = (
-        f"measured {done} of {len(todo)} mode(s); {len(modes) - len(todo)} from the cache"
-        + (f"; failed: {', '.join(failed)}" if failed else "")
-    )
+    return failed
+
+
+def _measure_mode(
+    mode: str,
+    model: torch.nn.Module,
+    inputs: list[Any],
+    device: torch.device,
+    reference_output: Any,
+    request: dict[str, Any],
+    lock: Path,
+    budget: float,
+    alone: bool,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the mode's entry so far, the side-by-side timing with eager); alone: compile under the lock too."""
+    contestants: dict[str, Callable[..., Any]] = {"eager": model}
+    entry: dict[str, Any] = {"mode": mode}
+    with gpu_lock.exclusive(lock) if alone else contextlib.nullcontext():
+        if mode != "eager":  # compiling is CPU work: in the shared window
+            contestants[mode], entry = compile_mode(
+                mode, model, inputs, device, reference_output, request.get("cache_dir")
+            )
+            budget = max(1.0, budget - entry["compile_s"])
+        with contextlib.nullcontext() if alone else gpu_lock.exclusive(lock):
+            info = time_side_by_side(contestants, inputs, device, request, budget)
+            del contestants
+            _release(device)  # before the lock goes: unmapping memory would slow the next timing
+    return entry, info
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether a failure was the GPU running out of memory (torch's error, or a compiler's wrapping it)."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "out of memory" in text or "cudaerrormemoryallocation" in text
 
 
 def _first_line(exc: BaseException) -> str:
@@ -347,13 +417,15 @@ def measure_baselines(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     python: str = sys.executable,
     sandbox: str | None = None,
+    slots: int | None = None,
 ) -> dict[str, Any]:
     """Baselines of one problem, measured in a fresh sandboxed process under a time limit.
 
     On a timeout or a crash the answer has status "timeout"/"crashed" and keeps the modes the
     child finished (they are in the cache as well). Never raises for the reference's sake;
     sandbox (auto, required, off; default $STITCHCUDA_SANDBOX) raises SandboxError for `required`
-    on a platform that lacks a layer.
+    on a platform that lacks a layer. slots: baseline processes holding GPU memory at once
+    (default $STITCHCUDA_BASELINE_SLOTS, else DEFAULT_SLOTS).
     """
     request = {
         "problem_name": problem_name,
@@ -370,6 +442,7 @@ def measure_baselines(
         "refresh": refresh,
         "timeout_s": timeout_s,
         "deadline": time.time() + timeout_s,
+        "slots": baseline_slots() if slots is None else slots,
     }
     settings = SandboxSettings.resolve(sandbox, device=device, timeout_s=timeout_s)
     with tempfile.TemporaryDirectory(prefix="stitch-baselines-") as tmp:
@@ -377,6 +450,20 @@ def measure_baselines(
         with Sandbox(tmp, settings, caches=[str(request["cache_dir"])], writable=writable) as box:
             answer = _measure_in(Path(tmp), request, timeout_s, python, box)
         return box.annotate(answer)
+
+
+def baseline_slots() -> int:
+    """$STITCHCUDA_BASELINE_SLOTS, else DEFAULT_SLOTS; a value that is not a count is an error."""
+    raw = os.environ.get(SLOTS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SLOTS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{SLOTS_ENV} must be a whole number of slots, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{SLOTS_ENV} must be >= 0 (0: no limit), got {value}")
+    return value
 
 
 def _measure_in(
@@ -417,64 +504,8 @@ def _measure_in(
 
 
 # ----------------------------------------------------------------------------------------------
-# Command line: the protocol, or a whole suite for the lead
+# Command line: the protocol (and, through tools.baseline_suite, a whole suite for the lead)
 # ----------------------------------------------------------------------------------------------
-
-
-def _suite_table(rows: list[dict[str, Any]], modes: Sequence[str]) -> str:
-    head = "| problem | status | " + " | ".join(f"{m} ms" for m in modes) + " | best compile | eager/best |"
-    lines = [head, "|" + "---|" * (len(modes) + 4)]
-    for row in rows:
-        baselines = row.get("baselines") or {}
-        cells = []
-        for mode in modes:
-            entry = baselines.get(mode) or {}
-            cells.append(f"{entry['mean_ms']:.4g}" if entry.get("mean_ms") else ("error" if entry else "-"))
-        best = row.get("best_compile")
-        eager = (baselines.get("eager") or {}).get("mean_ms")
-        ratio = f"{eager / best['mean_ms']:.2f}x" if best and eager else "-"
-        lines.append(
-            f"| {row['problem']} | {row.get('status')} | "
-            + " | ".join(cells)
-            + f" | {best['mode'] if best else '-'} | {ratio} |"
-        )
-    return "\n".join(lines)
-
-
-def suite_main(args: argparse.Namespace) -> int:
-    from tools.problem import select_problem_files
-
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    files = select_problem_files(args.suite, args.only)
-    out = Path(args.out) if args.out else None
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for file in files:
-        key = f"{file.parent.name}/{file.stem}"
-        print(f"[baselines] {key} ...", file=sys.stderr, flush=True)
-        answer = measure_baselines(
-            file.read_text(),
-            file.stem,
-            modes=modes,
-            device=args.device,
-            perf_trials=args.perf_trials,
-            harness=args.harness,
-            on_device=args.inputs_on_device,
-            cache_dir=args.cache_dir,
-            refresh=args.refresh,
-            timeout_s=args.timeout,
-        )
-        answer["problem"] = key
-        rows.append(answer)
-        if out:
-            with (out / "baselines.jsonl").open("a") as fh:
-                fh.write(json.dumps(answer) + "\n")
-    text = _suite_table(rows, modes)
-    if out:
-        (out / "baselines.md").write_text(text + "\n")
-    print(text)
-    return 0 if all(r.get("status") == "passed" for r in rows) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -499,7 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh", action="store_true", help="measure again even when cached")
     args = parser.parse_args(argv)
     if args.suite:
-        return suite_main(args)
+        from tools.baseline_suite import suite_main
+
+        return suite_main(args, measure_baselines)
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # whatever the reference or the compiler prints goes to stderr
     try:

@@ -72,6 +72,33 @@ def get_init_inputs():
 """
 
 
+# Runs out of "GPU memory" on the calls listed in OOM_CALLS (counted over the whole process): a stand-in
+# for other processes holding the memory, which the baseline process answers by trying once more.
+OOM_ON_CALLS = """
+import torch
+import torch.nn as nn
+
+OOM_CALLS = {oom_calls}
+calls = [0]
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        calls[0] += 1
+        if calls[0] in OOM_CALLS or -1 in OOM_CALLS:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+        return x * 2
+
+
+def get_inputs():
+    return [torch.rand(16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def cpu_request(cache: Path, **overrides: Any) -> dict[str, Any]:
     request: dict[str, Any] = {
         "problem_name": "tiny",
@@ -190,6 +217,40 @@ def test_bad_requests_are_answered_not_raised(
 ) -> None:
     answer = baselines.run_request(cpu_request(tmp_path, **override))
     assert answer["status"] == status and words in answer["message"]
+
+
+def test_a_mode_that_ran_out_of_memory_is_tried_once_more(tmp_path: Path) -> None:
+    once = baselines.run_request(cpu_request(tmp_path, problem_source=OOM_ON_CALLS.format(oom_calls={2})))
+    assert once["status"] == "passed", once["message"]
+    assert (
+        once["baselines"]["eager"]["retried_after_oom"] is True and once["baselines"]["eager"]["trials"] == 5
+    )
+    always = baselines.run_request(
+        cpu_request(tmp_path / "b", problem_source=OOM_ON_CALLS.format(oom_calls={-1}))
+    )
+    entry = always["baselines"]["eager"]
+    assert "out of memory" in entry["error"] and entry["retried_after_oom"] is True
+    assert "failed: eager" in always["message"]
+
+
+def test_out_of_memory_is_told_from_other_failures() -> None:
+    import torch
+
+    assert baselines.out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory."))
+    wrapped = RuntimeError("BackendCompilerFailed: backend='inductor' raised:\nCUDA out of memory. Tried")
+    assert baselines.out_of_memory(wrapped)
+    assert not baselines.out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_slots_come_from_the_environment_with_a_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(baselines.SLOTS_ENV, raising=False)
+    assert baselines.baseline_slots() == baselines.DEFAULT_SLOTS
+    monkeypatch.setenv(baselines.SLOTS_ENV, "0")
+    assert baselines.baseline_slots() == 0
+    for bad in ("two", "-1"):
+        monkeypatch.setenv(baselines.SLOTS_ENV, bad)
+        with pytest.raises(ValueError, match=baselines.SLOTS_ENV):
+            baselines.baseline_slots()
 
 
 @pytest.mark.skipif(has_cuda(), reason="checks the no-GPU answer")

@@ -112,3 +112,52 @@ def test_workers_on_two_gpus_measure_at_once_and_on_one_gpu_take_turns(tmp_path:
     assert second["got"] < first["released"], "workers on different GPUs waited for each other"
     first, second = _hold_together(tmp_path / "one", [UUIDS[0], UUIDS[0]])
     assert second["got"] >= first["released"], "workers on the same GPU overlapped"
+
+
+# A helper process that holds one of SLOTS baseline slots for a moment and logs when.
+SLOT_HOLDER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from tools.worker import gpu_lock
+    lock, name, log, count, slots = sys.argv[1:6]
+    ready = Path(log).with_name("ready")
+    ready.mkdir(exist_ok=True)
+    (ready / name).touch()
+    while len(list(ready.iterdir())) < int(count):
+        time.sleep(0.05)
+    with gpu_lock.slot(lock, int(slots)) as waited:
+        got = time.time()
+        time.sleep(1.0)
+        released = time.time()
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"name": name, "got": got, "released": released, "waited": waited}) + "\\n")
+    """
+)
+
+
+@pytest.mark.slow
+def test_slots_let_that_many_processes_hold_at_once_and_the_rest_wait(tmp_path: Path) -> None:
+    log, lock = tmp_path / "log.jsonl", tmp_path / "locks" / "gpu-x.lock"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SLOT_HOLDER, str(lock), f"p{i}", str(log), "5", "2"], cwd=REPO
+        )
+        for i in range(5)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 5
+    spans = [json.loads(line) for line in log.read_text().splitlines()]
+    # at every moment some process got its slot, at most two held one
+    for probe in spans:
+        holding = [
+            s for s in spans if s["got"] <= probe["got"] + 1e-3 and s["released"] > probe["got"] + 1e-3
+        ]
+        assert len(holding) <= 2, holding
+    waited = sorted(s["waited"] for s in spans)
+    assert waited[-1] >= 1.5  # the fifth waited for two rounds of holders
+    assert sorted(p.name for p in lock.parent.iterdir()) == ["gpu-x.lock.slot0", "gpu-x.lock.slot1"]
+
+
+def test_a_slot_count_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="count >= 1"), gpu_lock.slot(tmp_path / "x.lock", 0):
+        pass

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 MACHINE_GPU_LOCK = "gpu.lock"  # when the device's UUID cannot be read: every GPU of the machine takes turns
+SLOT_POLL_S = 0.25  # how often a process waiting for a slot tries them again
 
 
 def device_key(device: Any) -> str:
@@ -78,3 +79,36 @@ def exclusive(path: str | os.PathLike[str]) -> Iterator[float]:
             yield time.perf_counter() - started
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def slot(path: str | os.PathLike[str], count: int) -> Iterator[float]:
+    """Hold one of `count` slots beside the lock `path` (files `<path>.slot<i>`); yields the wait.
+
+    Why: some work keeps GPU memory for minutes outside the exclusive lock (a baseline process holds
+    its model, inputs and compiled graphs through every torch.compile mode's compilation). With a
+    dozen such processes a GPU runs out of memory; slots bound how many hold memory at once while
+    the rest wait. Non-blocking tries in a loop, so whichever slot frees first is taken.
+    """
+    if count < 1:
+        raise ValueError(f"a slot needs count >= 1, got {count}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    handles = [open(path.with_name(f"{path.name}.slot{i}"), "a") for i in range(count)]  # noqa: SIM115
+    held = None
+    try:
+        while held is None:
+            for handle in handles:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                held = handle
+                break
+            else:
+                time.sleep(SLOT_POLL_S)
+        yield time.perf_counter() - started
+    finally:
+        for handle in handles:
+            handle.close()  # closing drops the held flock
