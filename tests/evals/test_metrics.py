@@ -100,3 +100,18 @@ def test_summary_table_rows() -> None:
     assert "| | | | | | compile | 0.50x | 0.62x | 40% | 20% | 20% | 0% | 0% | 0% |" in lines
     assert "| | | | | | compile | - | - | - | - | - | - | - | - |" in lines  # level2
     assert any(line.startswith("| all | 7 |") for line in lines)
+    assert "upper bound" not in text  # every compile mode was measured
+
+
+def test_a_failed_compile_mode_is_counted_and_named_under_the_table() -> None:
+    partial = [
+        {
+            **RECORDS[0],
+            "baseline_errors": {"max-autotune-no-cudagraphs": "OutOfMemoryError: CUDA out of memory"},
+        },
+        {**RECORDS[1], "baseline_errors": {"eager": "OutOfMemoryError"}},  # eager is not a compile mode
+        {**RECORDS[4], "baseline_errors": {"default": "error"}},  # no speedup over compile: nothing bounded
+    ]
+    summary = summarize(partial, TOTALS)
+    assert summary["all"]["compile_partial"] == 1 and summary["levels"]["level1"]["compile_partial"] == 1
+    assert "1 problem(s) had a torch.compile mode fail" in summary_table(summary)
