@@ -30,6 +30,7 @@
 #   NAME.slices.jsonl           each slice's eval start, end, exit and records (suite wall = the sum
 #                               of the slices' spans: evals.benchmarks.scaling --slices)
 #   NAME.command, suite.command the exact eval command with its environment (suite.command: the latest)
+# Beside the state, $OUT/NAME.reports.tgz holds the report.json of every run in the work folder.
 #
 # Stand-ins for a CPU dry run (tests/evals/test_timing_suite.py): SKIP_INSTALL=1, STATE, WORK_ROOT,
 # RUN_COMMAND (the eval's hidden --run-command), SLICE_BUDGET, RESERVE.
@@ -98,6 +99,11 @@ tail -5 "$OUT/$name.eval.log"
 tar czf "$OUT/state.tgz" -C "$OUT/state" . && rm -rf "$OUT/state"
 [ -f "$work/results.jsonl" ] && cp "$work/results.jsonl" "$state/$name.results.jsonl"  # for the agreement below
 [ -f "$work/table.md" ] && cp "$work/table.md" "$OUT/$name.table.md"
+# Each finished run's report (node seconds, attempts with their worker phases, the tuner's log): where
+# a problem's time went, for the throughput table (issue 12).
+if [ -d "$work/runs" ]; then
+    (cd "$work" && find runs -name report.json -print0 | tar czf "$OUT/$name.reports.tgz" --null -T -) || true
+fi
 echo "$name: $recorded of $total problems recorded"
 [ "$total" -gt 0 ] && [ "$recorded" -ge "$total" ] && echo "$name: complete"
 timeout 30 python3 -m evals.benchmarks.agreement "$work/results.jsonl" || true

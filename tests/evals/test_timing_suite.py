@@ -122,7 +122,14 @@ def test_two_slices_on_two_fresh_machines_finish_the_eval(tmp_path: Path) -> Non
     assert "process(es) of the slice killed at its end" in (tmp_path / "out1" / "a.eval.log").read_text()
     calls = int(log.rsplit("call: ", 1)[1].split()[0])
     assert calls <= 80 + 10, log  # the call ends near its budget (stopping the eval takes up to 10 s)
-    assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == ["a.eval.log", "state.tgz"]
+    assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == [
+        "a.eval.log",
+        "a.reports.tgz",
+        "state.tgz",
+    ]
+    with tarfile.open(tmp_path / "out1" / "a.reports.tgz") as archive:  # the finished runs' reports
+        reports = [name for name in archive.getnames() if name.endswith("report.json")]
+    assert len(reports) == 2 and all(name.startswith("runs/level") for name in reports), reports
 
     # The CPU side: the state comes back as one file and replaces the carried folder.
     carried = tmp_path / "carried"
