@@ -152,7 +152,9 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     log += [f"profiler: {profile.summary}", f"diagnosis: {diagnosed.summary()}"]
     log.append(why_none or f"verifier advice: {feedback.summary}")
     tuning = (
-        tune_launch(task, candidate, context, device, float(state.get("spent_s", 0.0)))
+        tune_launch(
+            task, candidate, context, device, float(state.get("spent_s", 0.0)), profile.own_kernel_share
+        )
         if evidence.on_gpu
         else None
     )

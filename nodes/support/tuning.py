@@ -28,6 +28,10 @@ from tools import baseline_cache
 TUNE_CACHE_FILE = "tune.json"
 TUNABLE_MARK = "STITCH_LAUNCH_CHOICES"  # a program that defines it follows the tuning protocol
 RESERVE_S = 60.0  # run budget kept for the coder turn and verification that follow a tuning
+# Below this share of the forward's device time in the program's own kernels, no launch knob can
+# move the whole beyond the tuner's noise bar (1%: a 10% share would need a 10% faster kernel), and
+# a search would hold the device lock for nothing: a cuBLAS/cuDNN-bound program is not tuned.
+MIN_OWN_SHARE = 0.10
 _TABLE_LINE = re.compile(r"^STITCH_LAUNCH\b[^\n]*$", re.MULTILINE)
 
 
@@ -57,11 +61,22 @@ def tune_budget(context: Context, spent_s: float) -> float:
 
 
 def tune_launch(
-    task: Task, candidate: Candidate, context: Context, device: str, spent_s: float
+    task: Task,
+    candidate: Candidate,
+    context: Context,
+    device: str,
+    spent_s: float,
+    own_share: float | None = None,
 ) -> Tuning | None:
-    """The tuned launch table of a passing candidate, or None when tuning does not apply here."""
+    """The tuned launch table of a passing candidate, or None when tuning does not apply here.
+    own_share: the profiled share of the forward's device time in the program's own kernels."""
     if context.device != "cuda" or context.tune_budget_s <= 0 or TUNABLE_MARK not in candidate.source:
         return None
+    if own_share is not None and own_share < MIN_OWN_SHARE:
+        return Tuning(
+            message=f"launch tuning skipped: the program's own kernels take {own_share:.0%} of its device "
+            f"time (below {MIN_OWN_SHARE:.0%}), so their launch knobs cannot move the whole beyond the noise"
+        )
     path = baseline_cache.cache_path(None).with_name(TUNE_CACHE_FILE)
     key = cache_key(device, task, candidate)
     current = current_table(candidate.source)

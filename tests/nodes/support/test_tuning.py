@@ -73,6 +73,16 @@ def test_tuning_applies_only_on_a_gpu_with_budget_and_knobs(cache: Path) -> None
     assert not cache.exists()  # nothing was stored without an answer
 
 
+def test_a_library_bound_program_is_not_tuned(cache: Path) -> None:
+    task, candidate = _task(), Candidate(id=1, source=PROGRAM, mode="write", policy="offline")
+    context = Context(device="cuda")
+    skipped = tuning.tune_launch(task, candidate, context, "H200", 0.0, own_share=0.04)
+    assert skipped is not None and skipped.launch == {} and "4% of its device time" in skipped.message
+    # at the bar the search runs (here without a GPU, so the worker answers why it could not)
+    ran = tuning.tune_launch(task, candidate, context, "H200", 0.0, own_share=tuning.MIN_OWN_SHARE)
+    assert ran is not None and ran.message.startswith("launch tuning failed")
+
+
 def test_a_search_cut_short_is_resumed_and_merged(cache: Path) -> None:
     earlier = {
         "launch": {"g1": {"threads": 512}},
