@@ -4,6 +4,7 @@
     python3 -m evals.device.timing_slice count --suite evals/suite [--only RE] RESULTS
     python3 -m evals.device.timing_slice restore --state DIR --name NAME --work DIR --caches ...
     python3 -m evals.device.timing_slice save --state DIR --into DIR --name NAME --work DIR --caches ... --budget-mb N
+    python3 -m evals.device.timing_slice seed --state DIR --name NAME --records RESULTS [--rerun RE]
 
 Why: a full-suite eval takes longer than one device call (600 s) and than one session's device time,
 and every call may land on a fresh machine. So the eval runs in slices, and what a slice must hand
@@ -22,6 +23,9 @@ the next one travels as one carried folder (the state; it comes back from the de
   It prints the size of each part and of the whole caches on disk.
 - `restore`: on a machine whose work folder is not the state's latest slice (a fresh machine), put
   the results, the run folders and the caches back.
+- `seed` (CPU side): start a state from an eval's committed records, when the state folder itself
+  was lost with its checkout: the eval then runs only the problems not recorded. `--rerun` names the
+  problems (a regular expression on `level/name`) to run again, e.g. those whose kernels changed.
 
 Standard library only (the eval's own modules only for `count`).
 """
@@ -33,6 +37,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -361,6 +366,25 @@ def _caches(pairs: Sequence[str]) -> dict[str, Path]:
     return out
 
 
+def seed(state: Path, name: str, records: Path, rerun: str | None) -> str:
+    """Write state/NAME.results.jsonl from `records`, leaving out the problems `rerun` matches."""
+    target = state / f"{name}.results.jsonl"
+    if target.exists():
+        raise SystemExit(f"{target} exists: the state already holds eval {name!r} (remove it to seed again)")
+    pattern = re.compile(rerun) if rerun else None
+    kept: list[tuple[str, str]] = []
+    dropped: list[tuple[str, str]] = []
+    for line in records.read_text().splitlines():
+        if not line.strip():
+            continue
+        problem = str(json.loads(line).get("problem", ""))
+        (dropped if pattern is not None and pattern.search(problem) else kept).append((problem, line))
+    state.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(line + "\n" for _, line in kept))
+    again = ", ".join(problem for problem, _ in dropped) or "none"
+    return f"seeded {target}: {len(kept)} records kept; to run again: {again}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m evals.device.timing_slice", description=__doc__.split("\n")[0]
@@ -385,6 +409,11 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--budget-mb", type=float, default=15.0)
     p = sub.add_parser("next-slice")
     p.add_argument("--work", type=Path, required=True)
+    p = sub.add_parser("seed")
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--name", required=True)
+    p.add_argument("--records", type=Path, required=True, help="an eval's results.jsonl")
+    p.add_argument("--rerun", default=None, help="regular expression on level/name: run these again")
     args = parser.parse_args(argv)
     if args.verb == "run":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -395,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.verb == "next-slice":
         print(next_slice(args.work))
+        return 0
+    if args.verb == "seed":
+        print(seed(args.state, args.name, args.records, args.rerun))
         return 0
     if args.verb == "restore":
         print(restore(args.state, args.name, args.work, _caches(args.caches)))

@@ -226,3 +226,28 @@ def test_a_warm_machine_keeps_its_work_folder_when_the_carried_state_is_not_newe
     (work / ".slice").write_text("1")  # older than the state (another machine went on): restored
     assert timing_slice.restore(state, "a", work, {}).startswith("restored slice 2: 1 records")
     assert timing_slice.next_slice(work) == 3
+
+
+def test_a_lost_state_is_seeded_from_committed_records_leaving_out_what_runs_again(tmp_path: Path) -> None:
+    records = tmp_path / "results.jsonl"
+    problems = ["level1/1_ReLU", "level1/18_Conv2d_Pointwise", "level2/4_Conv2d_BatchNorm_ReLU"]
+    records.write_text("".join(json.dumps({"problem": p, "status": "verified"}) + "\n" for p in problems))
+    state = tmp_path / "state"
+    command = [
+        sys.executable,
+        "-m",
+        "evals.device.timing_slice",
+        "seed",
+        "--state",
+        str(state),
+        "--name",
+        "a",
+    ]
+    command += ["--records", str(records), "--rerun", "^level1/18_"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "2 records kept; to run again: level1/18_Conv2d_Pointwise" in done.stdout
+    kept = [json.loads(line)["problem"] for line in (state / "a.results.jsonl").read_text().splitlines()]
+    assert kept == ["level1/1_ReLU", "level2/4_Conv2d_BatchNorm_ReLU"]
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "already holds eval 'a'" in again.stderr  # never overwrites a state
