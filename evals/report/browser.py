@@ -108,7 +108,11 @@ class Browser:
         page = next((t for t in targets if t.get("type") == "page"), None)
         if page is None:
             raise BrowserError("Chromium has no page target")
-        self.socket = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=self.timeout_s)
+        # No Origin header: Chromium 111 and later refuse a DevTools socket from an origin they were
+        # not started to allow (--remote-allow-origins), and a local client has no origin to name.
+        self.socket = websocket.create_connection(
+            page["webSocketDebuggerUrl"], timeout=self.timeout_s, suppress_origin=True
+        )
         self.call(
             "Emulation.setDeviceMetricsOverride",
             width=self.width,
