@@ -3,9 +3,10 @@
 Why: the suite's throughput target (seconds per problem) is only actionable when each record says
 which step ate the time. Everything comes from what the run already records: the planner's trace
 time and per-node seconds (the report), the worker's phase seconds and build seconds per attempt,
-the KernelBench-harness cross-check's phases (finalize), and the baseline process's wall time. `wait_s` is the worker's wait for the device lock and the quiet
-window (time, not work: the scaling model leaves it out); what none of them covers (process
-start-up, the graph's own work, coder turns) is `other_s`.
+the KernelBench-harness cross-check's phases (finalize), and the baseline process's wall time.
+`wait_s` is the worker's wait for the device lock and the quiet window, and the baseline process's
+wait for a GPU slot (time, not work: the scaling model leaves it out); what none of them covers
+(process start-up, the graph's own work, coder turns) is `other_s`.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def breakdown(
     for step, prefixes in _PHASE_PREFIXES.items():
         steps[step] = _phase_seconds(attempts, prefixes)
     steps["profile_s"] += float(nodes.get("profiler", 0.0))
-    steps["baselines_s"] = float((baselines or {}).get("wall_s") or 0.0)
+    # the baseline process's wait for a GPU slot (tools.baselines) is time, not work: with the others
+    slot_wait = float((baselines or {}).get("slot_wait_s") or 0.0)
+    steps["baselines_s"] = max(0.0, float((baselines or {}).get("wall_s") or 0.0) - slot_wait)
+    steps["wait_s"] += slot_wait
     steps["other_s"] = max(0.0, total_s - sum(v for k, v in steps.items() if k != "other_s"))
     return {k: round(v, 2) for k, v in steps.items()}
 

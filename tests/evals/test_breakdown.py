@@ -49,6 +49,12 @@ def test_the_harness_cross_check_counts_as_correctness_and_its_wait_as_wait() ->
     assert steps["correctness_s"] == 7.5 and steps["wait_s"] == 2.5
 
 
+def test_the_baselines_wait_for_a_gpu_slot_counts_as_wait_not_baselines() -> None:
+    steps = breakdown(REPORT, {"wall_s": 6.0, "slot_wait_s": 2.5}, total_s=30.0)
+    assert steps["baselines_s"] == 3.5 and steps["wait_s"] == 3.0
+    assert sum(steps.values()) == pytest.approx(30.0)
+
+
 def test_missing_parts_count_as_other() -> None:
     steps = breakdown(None, None, total_s=7.0)
     assert steps["other_s"] == 7.0 and sum(steps.values()) == 7.0 and set(steps) == set(STEPS)
