@@ -281,23 +281,28 @@ def _measure_modes(
         with torch.no_grad(), gpu_lock.exclusive(lock):
             reference_output = model(*clone_inputs(inputs))
             _sync(device)
-    failed = []
+    failed: list[str] = []
     for index, mode in enumerate(todo):
         budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(todo) - index))
         retried = False
+        entry: dict[str, Any] = {"mode": mode}
+        info: dict[str, Any] | None = None
         while True:
+            error, oom = None, False
             try:
                 entry, info = _measure_mode(
                     mode, model, inputs, device, reference_output, request, lock, budget, retried
                 )
-                break
             except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
-                _release(device)
-                if not retried and out_of_memory(exc):
-                    retried = True  # other processes held the memory: once more, alone on the device
-                    continue
-                entry, info = {"mode": mode, "error": f"{type(exc).__name__}: {_first_line(exc)}"}, None
+                error, oom = f"{type(exc).__name__}: {_first_line(exc)}", out_of_memory(exc)
+            if error is None:
                 break
+            _release(device)  # outside the handler: the failed attempt's frames (and tensors) are gone
+            if not retried and oom:
+                retried = True  # other processes held the memory: once more, alone on the device
+                continue
+            entry["error"] = error
+            break
         if info is None:
             failed.append(mode)
             response["baselines"][mode] = entry | ({"retried_after_oom": True} if retried else {})
