@@ -284,34 +284,14 @@ def _measure_modes(
     failed: list[str] = []
     for index, mode in enumerate(todo):
         budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(todo) - index))
-        retried = False
-        entry: dict[str, Any] = {"mode": mode}
-        info: dict[str, Any] | None = None
-        while True:
-            error, oom = None, False
-            try:
-                entry, info = _measure_mode(
-                    mode, model, inputs, device, reference_output, request, lock, budget, retried
-                )
-            except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
-                error, oom = f"{type(exc).__name__}: {_first_line(exc)}", out_of_memory(exc)
-            if error is None:
-                break
-            _release(device)  # outside the handler: the failed attempt's frames (and tensors) are gone
-            if not retried and oom:
-                retried = True  # other processes held the memory: once more, alone on the device
-                continue
-            entry["error"] = error
-            break
+        entry, info = _measure_mode(mode, model, inputs, device, reference_output, request, lock, budget)
         if info is None:
             failed.append(mode)
-            response["baselines"][mode] = entry | ({"retried_after_oom": True} if retried else {})
+            response["baselines"][mode] = entry
             progress(response)
             continue
         entry.update(info[mode])
         entry.update(order=info["order"], window_wait_s=info["window_wait_s"])
-        if retried:
-            entry["retried_after_oom"] = True
         if mode != "eager":  # the eager time of the same rounds: this mode's ratio is side by side
             entry["eager_side_by_side_ms"] = info["eager"]["mean_ms"]
             entry["ratio_vs_eager"] = info["ratios"][mode]
@@ -323,6 +303,35 @@ def _measure_modes(
 
 
 def _measure_mode(
+    mode: str,
+    model: torch.nn.Module,
+    inputs: list[Any],
+    device: torch.device,
+    reference_output: Any,
+    request: dict[str, Any],
+    lock: Path,
+    budget: float,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the mode's entry so far, the side-by-side timing with eager), or (the entry with its error,
+    None). Out of GPU memory, the mode is tried once more alone on the device (`retried_after_oom`)."""
+    error = ""
+    for alone in (False, True):
+        retried = {"retried_after_oom": True} if alone else {}
+        try:
+            entry, info = _timed_mode(
+                mode, model, inputs, device, reference_output, request, lock, budget, alone
+            )
+        except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
+            error, oom = f"{type(exc).__name__}: {_first_line(exc)}", out_of_memory(exc)
+        else:
+            return entry | retried, info
+        _release(device)  # outside the handler: the failed attempt's frames (and tensors) are gone
+        if not oom:
+            break
+    return {"mode": mode, "error": error, **retried}, None
+
+
+def _timed_mode(
     mode: str,
     model: torch.nn.Module,
     inputs: list[Any],

@@ -372,17 +372,19 @@ def seed(state: Path, name: str, records: Path, rerun: str | None) -> str:
     if target.exists():
         raise SystemExit(f"{target} exists: the state already holds eval {name!r} (remove it to seed again)")
     pattern = re.compile(rerun) if rerun else None
-    kept: list[tuple[str, str]] = []
-    dropped: list[tuple[str, str]] = []
+    kept: list[str] = []  # the records' lines
+    again: list[str] = []  # the problems left out
     for line in records.read_text().splitlines():
         if not line.strip():
             continue
         problem = str(json.loads(line).get("problem", ""))
-        (dropped if pattern is not None and pattern.search(problem) else kept).append((problem, line))
+        if pattern is not None and pattern.search(problem):
+            again.append(problem)
+        else:
+            kept.append(line)
     state.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(line + "\n" for _, line in kept))
-    again = ", ".join(problem for problem, _ in dropped) or "none"
-    return f"seeded {target}: {len(kept)} records kept; to run again: {again}"
+    target.write_text("".join(line + "\n" for line in kept))
+    return f"seeded {target}: {len(kept)} records kept; to run again: {', '.join(again) or 'none'}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,7 +86,7 @@ def slot(path: str | os.PathLike[str], count: int) -> Iterator[float]:
     """Hold one of `count` slots beside the lock `path` (files `<path>.slot<i>`); yields the wait.
 
     Why: some work keeps GPU memory for minutes outside the exclusive lock (a baseline process holds
-    its model, inputs and compiled graphs through every torch.compile mode's compilation). With a
+    its model and inputs through every torch.compile mode's compilation). With a
     dozen such processes a GPU runs out of memory; slots bound how many hold memory at once while
     the rest wait. Non-blocking tries in a loop, so whichever slot frees first is taken.
     """
@@ -96,19 +96,21 @@ def slot(path: str | os.PathLike[str], count: int) -> Iterator[float]:
     path.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     handles = [open(path.with_name(f"{path.name}.slot{i}"), "a") for i in range(count)]  # noqa: SIM115
-    held = None
     try:
-        while held is None:
-            for handle in handles:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
-                held = handle
-                break
-            else:
-                time.sleep(SLOT_POLL_S)
+        while not _take_a_free_one(handles):
+            time.sleep(SLOT_POLL_S)
         yield time.perf_counter() - started
     finally:
         for handle in handles:
             handle.close()  # closing drops the held flock
+
+
+def _take_a_free_one(handles: list[Any]) -> bool:
+    """Lock the first of `handles` nobody holds (without waiting); whether one was free."""
+    for handle in handles:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue
+        return True
+    return False
