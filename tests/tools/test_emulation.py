@@ -1,0 +1,221 @@
+"""The CPU emulation of generated programs (tools/emulation): the source rewrite, the emulated runtime's
+semantics (barriers, shuffles, launch checks), and every fixture program against its reference."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tools.emulation.program import Unsupported, build_module, load_program, rewrite_launches
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "problems"
+
+
+def test_launches_and_dynamic_shared_memory_are_rewritten_for_gxx() -> None:
+    source = (
+        "extern __shared__ float tile[];\n"
+        "k<A, B<C>><<<dim3(g, 2), 256>>>(x, f(y, z));\n"
+        "plain<<<stitch_grid(n, 256, 0), threads, smem, stream>>>(p);\n"
+        "none<<<1, 32>>>();\n"
+    )
+    out = rewrite_launches(source)
+    assert "<<<" not in out and "extern __shared__" not in out
+    assert "float* tile = reinterpret_cast<float*>(stitch_emu::dynamic_smem());" in out
+    assert (
+        "stitch_emu::launch(&k<A, B<C>>, dim3(dim3(g, 2)), dim3(256), (size_t)(0), (cudaStream_t)(nullptr), x, f(y, z));"
+        in out
+    )
+    assert "stitch_emu::launch(&plain, dim3(stitch_grid(n, 256, 0)), dim3(threads), (size_t)(smem), " in out
+    assert "stitch_emu::launch(&none, dim3(1), dim3(32), (size_t)(0), (cudaStream_t)(nullptr));" in out
+
+
+SEMANTICS_CUDA = r"""
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+// Tree sum in shared memory: one result per block.
+__global__ void block_sum(const float* x, float* out, int n) {
+  __shared__ float part[128];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  part[threadIdx.x] = i < n ? x[i] : 0.f;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = part[0];
+}
+
+// Inclusive scan within each warp (shuffle up), and the warp total in every lane (butterfly).
+__global__ void warp_ops(const float* x, float* scan, float* total) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int lane = threadIdx.x & 31;
+  float v = x[i];
+  for (int d = 1; d < 32; d <<= 1) {
+    const float up = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += up;
+  }
+  scan[i] = v;
+  float t = x[i];
+  for (int m = 16; m > 0; m >>= 1) t += __shfl_xor_sync(0xffffffffu, t, m);
+  total[i] = t;
+}
+
+// A by-value parameter each thread changes: every thread must see its own copy.
+__global__ void own_params(int n, int* out) {
+  n += threadIdx.x;
+  out[threadIdx.x] = n;
+}
+
+// Half a warp shuffles while the other half waits at __syncthreads: neither barrier can complete.
+__global__ void divergent(float* x) {
+  if (threadIdx.x < 16) {
+    x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, x[threadIdx.x], 1);
+  } else {
+    __syncthreads();
+  }
+}
+
+__global__ void with_dynamic(float* x) {
+  extern __shared__ float cache[];
+  cache[threadIdx.x] = x[threadIdx.x] * 2.f;
+  __syncthreads();
+  x[threadIdx.x] = cache[blockDim.x - 1 - threadIdx.x];
+}
+
+extern "C" int run(int which, const float* x, float* a, float* b, int* c, int n) {
+  switch (which) {
+    case 0: block_sum<<<(n + 127) / 128, 128>>>(x, a, n); break;
+    case 1: warp_ops<<<n / 64, 64>>>(x, a, b); break;
+    case 2: own_params<<<1, 64>>>(n, c); break;
+    case 3: divergent<<<1, 32>>>(a); break;
+    case 4: block_sum<<<1, 2048>>>(x, a, n); break;
+    case 5: with_dynamic<<<1, 64, 64 * 1024>>>(a); break;
+    case 6:
+      if (cudaFuncSetAttribute(with_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) != cudaSuccess)
+        return -1;
+      with_dynamic<<<1, 64, 64 * 1024>>>(a);
+      break;
+  }
+  return (int)cudaGetLastError();
+}
+"""
+
+SEMANTICS_CPP = r"""
+#include <pybind11/pybind11.h>
+#include <cstdint>
+extern "C" int run(int which, const float* x, float* a, float* b, int* c, int n);
+static int py_run(int which, std::uintptr_t x, std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, int64_t n) {
+  return run(which, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(a), reinterpret_cast<float*>(b),
+             reinterpret_cast<int*>(c), (int)n);
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &py_run); }
+"""
+
+
+@pytest.mark.slow
+def test_the_emulated_runtime_runs_barriers_and_shuffles_and_checks_launches() -> None:
+    ext = build_module("semantics", SEMANTICS_CUDA, SEMANTICS_CPP)
+    n = 300
+    x = torch.arange(n, dtype=torch.float32) % 7 - 3
+    a, b = torch.zeros(n), torch.zeros(n)
+    c = torch.zeros(64, dtype=torch.int32)
+    ptrs = (x.data_ptr(), a.data_ptr(), b.data_ptr(), c.data_ptr())
+
+    assert ext.run(0, *ptrs, n) == 0
+    sums = torch.nn.functional.pad(x, (0, 84)).view(3, 128).sum(1)
+    assert torch.equal(a[:3], sums)
+
+    assert ext.run(1, *ptrs, 256) == 0
+    warps = x[:256].view(8, 32)
+    assert torch.equal(a[:256].view(8, 32), warps.cumsum(1))
+    assert torch.equal(b[:256].view(8, 32), warps.sum(1, keepdim=True).expand(8, 32))
+
+    assert ext.run(2, *ptrs, 5) == 0
+    assert torch.equal(c, torch.arange(5, 69, dtype=torch.int32))
+
+    launch_failure, invalid_configuration, invalid_value = 719, 9, 1
+    assert ext.run(3, *ptrs, n) == launch_failure  # the barrier deadlock
+    assert ext.run(4, *ptrs, n) == invalid_configuration  # 2048 threads in a block
+    assert ext.run(5, *ptrs, n) == invalid_value  # 64 KiB of dynamic shared memory without the opt-in
+    a[:64] = torch.arange(64, dtype=torch.float32)
+    assert ext.run(6, *ptrs, n) == 0  # ... and with it
+    assert torch.equal(a[:64], torch.arange(63, -1, -1, dtype=torch.float32) * 2)
+    assert ext.run(0, *ptrs, n) == 0  # an error does not stick past cudaGetLastError
+
+
+def _program(path: Path, levels: int | None = None) -> str:
+    from codegen.emit.assemble import Options, assemble
+    from codegen.schedule.plan import analyse
+    from graph.artifacts import Task
+
+    analysis = analyse(Task(name=path.stem, path=str(path), source=path.read_text()))
+    groups = [s.group.id for s in analysis.steps if s.group is not None and s.group.covered]
+    options = Options(arch="sm_90", levels={g: levels for g in groups} if levels else {})
+    return assemble(analysis, options).source
+
+
+def _outputs(problem: Path, source: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(reference's outputs, the emulated program's outputs) on the harness's seeds."""
+    try:
+        namespace = load_program(source)
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    reference: dict[str, Any] = runpy.run_path(str(problem))
+    init = reference["get_init_inputs"]()
+    torch.manual_seed(42)
+    model = reference["Model"](*init)
+    torch.manual_seed(42)
+    ours = namespace["ModelNew"](*init)
+    torch.manual_seed(1)
+    inputs = reference["get_inputs"]()
+    with torch.no_grad():
+        expected = model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        got = ours(*inputs)
+
+    def flat(value: Any) -> list[torch.Tensor]:
+        return list(value) if isinstance(value, (tuple, list)) else [value]
+
+    return flat(expected), flat(got)
+
+
+FIXTURE_FILES = sorted(FIXTURES.rglob("*.py"))
+SPLIT_FIXTURES = [p for p in FIXTURE_FILES if "Families" in p.stem or "Decomposed" in p.stem]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("problem", "levels"),
+    [(p, None) for p in FIXTURE_FILES] + [(p, 1) for p in SPLIT_FIXTURES],
+    ids=[p.stem for p in FIXTURE_FILES] + [f"{p.stem}-split" for p in SPLIT_FIXTURES],
+)
+def test_fixture_programs_compute_the_reference_in_the_emulation(problem: Path, levels: int | None) -> None:
+    expected, got = _outputs(problem, _program(problem, levels))
+    assert len(got) == len(expected)
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert g.shape == e.shape and g.dtype == e.dtype, f"output {i}"
+        assert torch.allclose(g, e, atol=1e-4, rtol=1e-4, equal_nan=True), (
+            f"output {i}: max abs err {float((g - e).abs().nan_to_num(0.0).max()):.3g}"
+        )
+
+
+@pytest.mark.slow
+def test_a_kernel_that_forgets_its_block_offset_is_caught() -> None:
+    """The emulation runs the index math as written: a grid-stride loop that starts every block at
+    element 0 computes some elements many times and others never, which the comparison sees."""
+    problem = FIXTURES / "level1" / "1_ReLU.py"
+    source = _program(problem)
+    loop = (
+        "for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) f.vec4(i * 4);"
+    )
+    broken = source.replace(loop, "for (int64_t i = threadIdx.x; i < n4; i += stride) f.vec4(i * 4);")
+    # NaN where nothing is written (fresh memory might hold an earlier run's right answer)
+    broken = broken.replace("o0 = torch.empty(shape,", 'o0 = torch.full(shape, float("nan"),')
+    assert broken.count("i = threadIdx.x; i < n4") == 1 and 'float("nan")' in broken
+    expected, got = _outputs(problem, broken)
+    assert not torch.allclose(got[0], expected[0])
