@@ -5,7 +5,7 @@
 | `worker/` | the child process that builds, checks, times and profiles one candidate | torch, stdlib, `protocol`, `process`, `cache_paths`, `build/` |
 | `build/` | the cached `load_inline` and the direct builder | torch, stdlib, `process`, `cache_paths`, `worker.kernel_names` |
 | `checks/` | the static hack checks and the one verdict (`hack_report`) | stdlib, `protocol`, `worker.kernel_names` |
-| `emulation/` | generated programs run on the CPU: their CUDA built against an emulated CUDA runtime and cuBLASLt (tests; docs/emulation.md) | stdlib, torch, `cache_paths` |
+| `emulation/` | generated programs run on the CPU: their CUDA built against an emulated CUDA runtime, cuBLASLt and cuDNN (tests; docs/emulation.md) | stdlib, torch, `cache_paths` |
 | `profilers/` | Nsight Compute, Nsight Systems, the system timeline, the profiled driver | stdlib, `process`, the island |
 | `protocol.py` | the JSON wire format between parent and worker, findings included | stdlib |
 | `process.py` | child processes: group kills, capped logs, atomic JSON files | stdlib |

@@ -1,5 +1,6 @@
 """The CPU emulation of generated programs (tools/emulation): the source rewrite, the emulated runtime's
-semantics (barriers, shuffles, launch checks), and every fixture program against its reference."""
+semantics (barriers, shuffles, launch checks), and every fixture program (our kernels, cuBLASLt and
+cuDNN calls included) against its reference."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ from tools.emulation.program import Unsupported, build_module, load_program, rew
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "problems"
+
+
+@pytest.fixture(autouse=True)
+def _no_algorithm_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The convolution library appends its algorithm choices to a file; emulated ones stay out of it."""
+    monkeypatch.setenv("STITCHCUDA_CUDNN_CACHE", "off")
 
 
 def test_launches_and_dynamic_shared_memory_are_rewritten_for_gxx() -> None:
