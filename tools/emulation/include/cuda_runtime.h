@@ -592,6 +592,17 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyK
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k) { return cudaMemcpyAsync(d, s, n, k); }
+inline cudaError_t cudaMemcpy2DAsync(void* d, size_t dpitch, const void* s, size_t spitch, size_t width, size_t height,
+                                     cudaMemcpyKind, cudaStream_t = nullptr) {
+  if (width > dpitch || width > spitch) return cudaErrorInvalidValue;  // as the runtime: a row wider than a pitch
+  for (size_t r = 0; r < height; ++r)
+    memmove(static_cast<char*>(d) + r * dpitch, static_cast<const char*>(s) + r * spitch, width);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy2D(void* d, size_t dpitch, const void* s, size_t spitch, size_t width, size_t height,
+                                cudaMemcpyKind k) {
+  return cudaMemcpy2DAsync(d, dpitch, s, spitch, width, height, k);
+}
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   *free_bytes = (size_t)8 << 30;
   *total = (size_t)16 << 30;
