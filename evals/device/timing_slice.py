@@ -314,8 +314,44 @@ def save(
     return sizes
 
 
-def restore(state: Path, name: str, work: Path, caches: dict[str, Path]) -> str:
-    """Bring a fresh machine's work folder and caches up to the state's latest slice; what it did."""
+class OtherGpu(SystemExit):
+    """The eval belongs to another GPU model: its speedups are not to be mixed with this one's."""
+
+
+def claim_gpu(state: Path, name: str, gpu: str) -> str:
+    """Tie eval `name` to GPU model `gpu` (state/NAME.gpu) at its first slice, or check that it is tied
+    to it; records taken on another model (a seed from another machine) move to NAME.other-gpu.jsonl,
+    so the eval runs those problems again on this one. Raises OtherGpu on a mismatch."""
+    tied = state / f"{name}.gpu"
+    if tied.exists() and tied.read_text().strip() != gpu:
+        raise OtherGpu(
+            f"eval {name!r} runs on {tied.read_text().strip()!r}, this machine has {gpu!r}: "
+            "its speedups are not comparable (ask for that GPU, or start another eval name)"
+        )
+    tied.write_text(gpu + "\n")
+    results = state / f"{name}.results.jsonl"
+    if not results.exists():
+        return ""
+    mine: list[str] = []
+    other: list[str] = []
+    for line in results.read_text().splitlines():
+        if line.strip():
+            device = str(json.loads(line).get("device") or "")
+            (other if device and device != gpu else mine).append(line)
+    if not other:
+        return ""
+    with (state / f"{name}.other-gpu.jsonl").open("a") as sink:
+        sink.write("".join(line + "\n" for line in other))
+    results.write_text("".join(line + "\n" for line in mine))
+    return f"; {len(other)} records from another GPU set aside (run again here)"
+
+
+def restore(state: Path, name: str, work: Path, caches: dict[str, Path], gpu: str = "") -> str:
+    """Bring a fresh machine's work folder and caches up to the state's latest slice; what it did.
+    With `gpu` (this machine's GPU model) the eval is tied to it first (claim_gpu)."""
+    moved = claim_gpu(state, name, gpu) if gpu else ""
+    if moved and (work / SLICE_FILE).exists():
+        shutil.rmtree(work)  # a warm work folder still holds the set-aside records
     carried = state / f"{name}{SLICE_FILE}"
     latest = carried.read_text().strip() if carried.exists() else ""
     here = (work / SLICE_FILE).read_text().strip() if (work / SLICE_FILE).exists() else ""
@@ -342,7 +378,8 @@ def restore(state: Path, name: str, work: Path, caches: dict[str, Path]) -> str:
                 members = [m for m in archive.getmembers() if _inside(m.name)]
                 archive.extractall(root, members=members, filter="data")
     (work / SLICE_FILE).write_text(latest or "0")
-    return f"restored slice {latest or 0}: {len(recorded_keys(work / 'results.jsonl'))} records, {restored} runs in flight"
+    records = len(recorded_keys(work / "results.jsonl"))
+    return f"restored slice {latest or 0}: {records} records, {restored} runs in flight{moved}"
 
 
 def _inside(name: str) -> bool:
@@ -406,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--name", required=True)
         p.add_argument("--work", type=Path, required=True)
         p.add_argument("--caches", nargs="*", default=[], help="LABEL=FOLDER (build=..., inductor=...)")
+        if verb == "restore":
+            p.add_argument("--gpu", default="", help="this machine's GPU model: the eval is tied to one")
         if verb == "save":
             p.add_argument("--into", type=Path, required=True)
             p.add_argument("--budget-mb", type=float, default=15.0)
@@ -431,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         print(seed(args.state, args.name, args.records, args.rerun))
         return 0
     if args.verb == "restore":
-        print(restore(args.state, args.name, args.work, _caches(args.caches)))
+        print(restore(args.state, args.name, args.work, _caches(args.caches), args.gpu))
         return 0
     sizes = save(args.state, args.into, args.name, args.work, _caches(args.caches), args.budget_mb)
     print(

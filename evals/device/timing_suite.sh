@@ -30,9 +30,12 @@
 #   NAME.slices.jsonl           each slice's eval start, end, exit and records (suite wall = the sum
 #                               of the slices' spans: evals.benchmarks.scaling --slices)
 #   NAME.command, suite.command the exact eval command with its environment (suite.command: the latest)
+#   NAME.gpu                    the GPU model the eval is tied to at its first slice: a slice on another
+#                               model stops before the eval (speedups of two models are not one table);
+#                               records of another model (a seed) move to NAME.other-gpu.jsonl and run again
 # Beside the state, $OUT/NAME.reports.tgz holds the report.json of every run in the work folder.
 #
-# Stand-ins for a CPU dry run (tests/evals/test_timing_suite.py): SKIP_INSTALL=1, STATE, WORK_ROOT,
+# Stand-ins for a CPU dry run (tests/evals/test_timing_suite.py): SKIP_INSTALL=1, STATE, WORK_ROOT, GPU_NAME,
 # RUN_COMMAND (the eval's hidden --run-command), SLICE_BUDGET, RESERVE.
 set -u
 t0=$(date +%s)
@@ -63,7 +66,8 @@ filter=()
 stand_in=()
 [ -n "${RUN_COMMAND:-}" ] && stand_in=(--run-command "$RUN_COMMAND")
 
-"${helper[@]}" restore --state "$state" --name "$name" --work "$work" --caches "${caches[@]}"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+"${helper[@]}" restore --state "$state" --name "$name" --work "$work" --caches "${caches[@]}" --gpu "${GPU_NAME:-$gpu}" || exit 1
 slice=$("${helper[@]}" next-slice --work "$work")
 cmd=(python3 -m graph.cli eval evals/suite --out "$work" --jobs "$jobs" "${filter[@]}"
      --baseline-modes "${BASELINE_MODES:-eager,default,max-autotune-no-cudagraphs,reduce-overhead}"

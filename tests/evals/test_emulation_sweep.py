@@ -19,6 +19,7 @@ def test_shrink_sizes_makes_batches_and_large_sizes_small_and_leaves_the_rest() 
         "batch_size = 128\n"
         "N = 2048 * 2\n"
         "dim = 24\n"
+        "depth = 64; height = width = 64\n"
         "eps = 1e-5\n"
         "shape = (4, 4)\n"
         "class Model:\n"
@@ -29,6 +30,7 @@ def test_shrink_sizes_makes_batches_and_large_sizes_small_and_leaves_the_rest() 
     assert "N = 256\n" in out  # 4096 // 16
     assert "dim = 24\n" in out and "eps = 1e-5\n" in out and "shape = (4, 4)\n" in out
     assert "    size = 4096\n" in out  # only module-level names
+    assert "depth = 16; height = width = 64\n" in out  # the line's other statement kept
 
 
 @pytest.mark.slow

@@ -251,3 +251,25 @@ def test_a_lost_state_is_seeded_from_committed_records_leaving_out_what_runs_aga
     assert kept == ["level1/1_ReLU", "level2/4_Conv2d_BatchNorm_ReLU"]
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "already holds eval 'a'" in again.stderr  # never overwrites a state
+
+
+def test_an_eval_is_tied_to_one_gpu_model_and_sets_aside_records_of_another(tmp_path: Path) -> None:
+    state, work = tmp_path / "state", tmp_path / "work"
+    state.mkdir()
+    lines = [
+        {"problem": "level1/1_a", "device": "NVIDIA H100 80GB HBM3"},  # seeded from another machine
+        {"problem": "level1/2_b", "device": "NVIDIA H200"},
+        {"problem": "level1/3_c", "device": None},  # no GPU named (unverified): kept
+    ]
+    (state / "a.results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (state / "a.slice").write_text("1")
+    said = timing_slice.restore(state, "a", work, {}, gpu="NVIDIA H200")
+    assert said.endswith("1 records from another GPU set aside (run again here)")
+    assert timing_slice.recorded_keys(work / "results.jsonl") == {"level1/2_b", "level1/3_c"}
+    assert "level1/1_a" in (state / "a.other-gpu.jsonl").read_text()
+    assert (state / "a.gpu").read_text().strip() == "NVIDIA H200"
+    with pytest.raises(timing_slice.OtherGpu, match="runs on 'NVIDIA H200'"):
+        timing_slice.restore(state, "a", work, {}, gpu="NVIDIA H100 80GB HBM3")
+    assert timing_slice.restore(state, "a", work, {}, gpu="NVIDIA H200").startswith(
+        "work folder already holds"
+    )
