@@ -54,8 +54,10 @@ enum cudnnConvolutionBwdDataAlgo_t : int {
   CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD = 4,
   CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED = 5,
 };
-struct cudnnConvolutionFwdAlgoPerf_t {
-  cudnnConvolutionFwdAlgo_t algo;
+// cuDNN's two perf records differ only in the algorithm's type.
+template <class Algo>
+struct StitchEmuAlgoPerf {
+  Algo algo;
   cudnnStatus_t status;
   float time;
   size_t memory;
@@ -63,15 +65,8 @@ struct cudnnConvolutionFwdAlgoPerf_t {
   cudnnMathType_t mathType;
   int reserved[3];
 };
-struct cudnnConvolutionBwdDataAlgoPerf_t {
-  cudnnConvolutionBwdDataAlgo_t algo;
-  cudnnStatus_t status;
-  float time;
-  size_t memory;
-  cudnnDeterminism_t determinism;
-  cudnnMathType_t mathType;
-  int reserved[3];
-};
+typedef StitchEmuAlgoPerf<cudnnConvolutionFwdAlgo_t> cudnnConvolutionFwdAlgoPerf_t;
+typedef StitchEmuAlgoPerf<cudnnConvolutionBwdDataAlgo_t> cudnnConvolutionBwdDataAlgoPerf_t;
 
 struct cudnnContext {
   cudaStream_t stream = nullptr;
