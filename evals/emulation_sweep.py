@@ -57,8 +57,8 @@ def shrink_sizes(source: str) -> str:
             continue
         name = node.targets[0].id
         small = min(value, 2) if "batch" in name.lower() else (max(16, value // 16) if value > 32 else value)
-        indent = lines[node.lineno - 1][: node.col_offset]
-        lines[node.lineno - 1] = f"{indent}{name} = {small}"
+        line = lines[node.lineno - 1]  # other statements on the line (`a = 1; b = 2`) stay as they are
+        lines[node.lineno - 1] = f"{line[: node.col_offset]}{name} = {small}{line[node.end_col_offset :]}"
     return "\n".join(lines) + "\n"
 
 
