@@ -7,8 +7,9 @@ Each problem's module-level size constants are shrunk (`shrink_sizes`: batch siz
 integer above 32 divided by 16, to at least 16) so that the CPU emulation (tools/emulation, docs/
 emulation.md) runs it in seconds; the shrunk problem is planned and written as the offline policy
 writes it, built for the emulation and run beside its reference on the same seeded inputs
-(allclose 1e-4, as KernelBench). A shrunk problem whose reference no longer runs (sizes that had to
-agree) is `skipped`; a reference that answers differently on two seeded runs is `stochastic`. The
+(`tools.worker.compare.compare_outputs`: KernelBench's allclose, 1e-4, NaN never matching). A
+shrunk problem whose reference no longer runs (sizes that had to agree) is `skipped`; a reference
+that answers differently on two seeded runs is `stochastic`. The
 kernels' paths at full size can differ from the shrunk ones (a row long enough to be split); the
 fixture and family tests cover those. Records go to --out one JSON line per problem as they finish
 (a second run skips what is recorded); a per-level table is printed last.
@@ -62,32 +63,6 @@ def shrink_sizes(source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _leaves(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (tuple, list)) else [value]
-
-
-def _same(a: list[Any], b: list[Any], atol: float = 1e-4) -> tuple[bool, float]:
-    """(every output allclose, the largest absolute difference over matching shapes)."""
-    import torch
-
-    ok, worst = len(a) == len(b), 0.0
-    for x, y in zip(a, b, strict=False):
-        if not isinstance(x, torch.Tensor):  # a non-tensor output (a size, a flag) must be equal
-            ok = ok and not isinstance(y, torch.Tensor) and x == y
-            continue
-        if not isinstance(y, torch.Tensor) or x.shape != y.shape:
-            ok = False
-            continue
-        if x.is_floating_point() or y.is_floating_point():
-            ok = ok and torch.allclose(y.float(), x.float(), atol=atol, rtol=atol, equal_nan=True)
-            worst = max(
-                worst, float((y.double() - x.double()).abs().nan_to_num(0.0).max()) if x.numel() else 0.0
-            )
-        else:
-            ok = ok and torch.equal(x, y)
-    return ok, worst
-
-
 def check_one(path: Path, work: Path, timeout_s: int) -> dict[str, Any]:
     """Shrink, plan, write, build for the emulation and compare one problem (a record)."""
     import runpy
@@ -98,18 +73,19 @@ def check_one(path: Path, work: Path, timeout_s: int) -> dict[str, Any]:
     from codegen.schedule.plan import analyse
     from graph.artifacts import Task
     from tools.emulation.program import Unsupported, load_program
+    from tools.worker.compare import DEFAULT_TOLERANCE, compare_outputs
 
     started = time.time()
     small = work / path.name
     small.write_text(shrink_sizes(path.read_text()))
     record: dict[str, Any] = {}
 
-    def run(model_class: Any, init: list[Any], inputs: list[Any]) -> list[Any]:
+    def run(model_class: Any, init: list[Any], inputs: list[Any]) -> Any:
         torch.manual_seed(42)
         model = model_class(*init)
         torch.manual_seed(7)
         with torch.no_grad():
-            return _leaves(model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]))
+            return model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
 
     try:
         with time_limit(timeout_s):
@@ -122,15 +98,18 @@ def check_one(path: Path, work: Path, timeout_s: int) -> dict[str, Any]:
         return {"status": "skipped", "message": f"shrunk reference: {type(exc).__name__}: {str(exc)[:160]}"}
     try:
         with time_limit(timeout_s):
-            if not _same(expected, run(reference["Model"], init, inputs), atol=0.0)[0]:
+            if not compare_outputs(expected, run(reference["Model"], init, inputs), 0.0, 0.0).ok:
                 return {"status": "stochastic", "message": "two seeded reference runs differ"}
             analysis = analyse(Task(name=small.stem, path=str(small), source=small.read_text()))
             program = assemble(analysis, Options(arch="sm_90"))
             record["covered"] = len(program.covered_ops)
             record["uncovered"] = sorted(set(program.uncovered_ops))
             got = run(load_program(program.source)["ModelNew"], init, inputs)
-        ok, worst = _same(expected, got)
-        record.update(status="ok" if ok else "wrong", max_abs_err=worst)
+        # KernelBench's allclose (NaN never matches), as the harness compares
+        verdict = compare_outputs(expected, got, DEFAULT_TOLERANCE, DEFAULT_TOLERANCE)
+        record.update(status="ok" if verdict.ok else "wrong", max_abs_err=verdict.max_abs_err)
+        if not verdict.ok:
+            record["message"] = verdict.problem or f"worst at {verdict.where}"
     except Unsupported as exc:
         record.update(status="unsupported", message=str(exc))
     except PlanTimeout as exc:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import json
 import os
@@ -284,7 +285,13 @@ def _measure_modes(
     failed: list[str] = []
     for index, mode in enumerate(todo):
         budget = max(1.0, (deadline - time.monotonic()) * BUDGET_SHARE / (len(todo) - index))
-        entry, info = _measure_mode(mode, model, inputs, device, reference_output, request, lock, budget)
+        entry, info = _measure_mode(
+            mode,
+            device,
+            functools.partial(
+                _timed_mode, mode, model, inputs, device, reference_output, request, lock, budget
+            ),
+        )
         if info is None:
             failed.append(mode)
             response["baselines"][mode] = entry
@@ -304,23 +311,16 @@ def _measure_modes(
 
 def _measure_mode(
     mode: str,
-    model: torch.nn.Module,
-    inputs: list[Any],
     device: torch.device,
-    reference_output: Any,
-    request: dict[str, Any],
-    lock: Path,
-    budget: float,
+    attempt: Callable[[bool], tuple[dict[str, Any], dict[str, Any]]],
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(the mode's entry so far, the side-by-side timing with eager), or (the entry with its error,
-    None). Out of GPU memory, the mode is tried once more alone on the device (`retried_after_oom`)."""
+    """`attempt(alone)`'s (entry, side-by-side timing), or (the entry with its error, None). Out of
+    GPU memory, the mode is tried once more alone on the device (`retried_after_oom`)."""
     error = ""
     for alone in (False, True):
         retried = {"retried_after_oom": True} if alone else {}
         try:
-            entry, info = _timed_mode(
-                mode, model, inputs, device, reference_output, request, lock, budget, alone
-            )
+            entry, info = attempt(alone)
         except Exception as exc:  # one mode failing (a compiler error) leaves the others standing
             error, oom = f"{type(exc).__name__}: {_first_line(exc)}", out_of_memory(exc)
         else:

@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -332,18 +332,24 @@ def claim_gpu(state: Path, name: str, gpu: str) -> str:
     results = state / f"{name}.results.jsonl"
     if not results.exists():
         return ""
-    mine: list[str] = []
-    other: list[str] = []
-    for line in results.read_text().splitlines():
-        if line.strip():
-            device = str(json.loads(line).get("device") or "")
-            (other if device and device != gpu else mine).append(line)
+    # a record naming no GPU (unverified, no device) stays
+    other, mine = _partition(results, lambda record: str(record.get("device") or "") not in ("", gpu))
     if not other:
         return ""
     with (state / f"{name}.other-gpu.jsonl").open("a") as sink:
         sink.write("".join(line + "\n" for line in other))
     results.write_text("".join(line + "\n" for line in mine))
     return f"; {len(other)} records from another GPU set aside (run again here)"
+
+
+def _partition(records: Path, chosen: Callable[[dict[str, Any]], bool]) -> tuple[list[str], list[str]]:
+    """The record lines of a results file `chosen` picks, and the rest."""
+    picked: list[str] = []
+    rest: list[str] = []
+    for line in records.read_text().splitlines():
+        if line.strip():
+            (picked if chosen(json.loads(line)) else rest).append(line)
+    return picked, rest
 
 
 def restore(state: Path, name: str, work: Path, caches: dict[str, Path], gpu: str = "") -> str:
@@ -409,16 +415,10 @@ def seed(state: Path, name: str, records: Path, rerun: str | None) -> str:
     if target.exists():
         raise SystemExit(f"{target} exists: the state already holds eval {name!r} (remove it to seed again)")
     pattern = re.compile(rerun) if rerun else None
-    kept: list[str] = []  # the records' lines
-    again: list[str] = []  # the problems left out
-    for line in records.read_text().splitlines():
-        if not line.strip():
-            continue
-        problem = str(json.loads(line).get("problem", ""))
-        if pattern is not None and pattern.search(problem):
-            again.append(problem)
-        else:
-            kept.append(line)
+    dropped, kept = _partition(
+        records, lambda record: pattern is not None and bool(pattern.search(str(record.get("problem", ""))))
+    )
+    again = [str(json.loads(line).get("problem", "")) for line in dropped]  # the problems left out
     state.mkdir(parents=True, exist_ok=True)
     target.write_text("".join(line + "\n" for line in kept))
     return f"seeded {target}: {len(kept)} records kept; to run again: {', '.join(again) or 'none'}"

@@ -116,40 +116,19 @@ def median_ms(model: Any, inputs: list[Any]) -> float:
     return sorted(times)[1]
 
 
-# Where load_case puts the models and inputs: the GPU, or the CPU for the emulation
-# (run_family_emulated), where the program's extension is built against tools/emulation.
-_TARGET = {"emulated": False}
-
-
-def _device() -> str:
-    return "cpu" if _TARGET["emulated"] else "cuda"
-
-
-def _synchronize() -> None:
-    if not _TARGET["emulated"]:
-        torch.cuda.synchronize()
-
-
 def load_case(entry: dict[str, Any], folder: Path) -> tuple[Any, Any, Any, list[Any]]:
-    """(reference, program, float64 reference, inputs) on the target, seeded as the harness seeds
-    them; the program builds at import."""
+    """(reference, program, float64 reference, inputs) on the GPU, seeded as the harness seeds them;
+    the program builds at import."""
     ref_ns = runpy.run_path(str(folder / entry["problem"]))
-    program = folder / entry["program"]
-    if _TARGET["emulated"]:
-        from tools.emulation.program import load_program
-
-        ns = load_program(program.read_text())
-    else:
-        ns = runpy.run_path(str(program))
+    ns = runpy.run_path(str(folder / entry["program"]))
     init = ref_ns["get_init_inputs"]()
-    device = _device()
     torch.manual_seed(42)
-    ref = ref_ns["Model"](*init).to(device)
+    ref = ref_ns["Model"](*init).cuda()
     torch.manual_seed(42)
-    new = ns["ModelNew"](*init).to(device)
+    new = ns["ModelNew"](*init).cuda()
     ref64 = copy.deepcopy(ref).double()
     torch.manual_seed(1)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in ref_ns["get_inputs"]()]
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref_ns["get_inputs"]()]
     return ref, new, ref64, inputs
 
 
@@ -159,7 +138,7 @@ def outputs(ref: Any, new: Any, ref64: Any, inputs: list[Any]) -> list[tuple[tor
         got, again, expected = new(*inputs), new(*inputs), ref(*inputs)
         doubled = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         expected64 = ref64(*doubled)
-    _synchronize()
+    torch.cuda.synchronize()
     return list(zip(leaves(got), leaves(again), leaves(expected), leaves(expected64), strict=True))
 
 
@@ -258,37 +237,6 @@ def run_family(
     assert not uncovered, f"programs leaving ops to PyTorch: {uncovered}"
     failed = [r for r in results if r["status"] != "passed"]
     assert not failed, failed
-    return results
-
-
-def run_family_emulated(
-    write_programs: Callable[[Path], list[dict[str, Any]]],
-    run_case: Callable[[dict[str, Any], Path], dict[str, Any]],
-    folder: Path,
-    only: str = "",
-) -> list[dict[str, Any]]:
-    """The family's fixtures (not the full-size suite problems, not the CUDA-graph or side-stream
-    variants) run on the CPU through the emulation; returns one row per case, as run_family."""
-    from tools.emulation.program import Unsupported
-
-    manifest = [
-        m
-        for m in write_programs(folder)
-        if not m["timed"] and not m["label"].endswith((" graph", " streams")) and only in m["label"]
-    ]
-    results = []
-    _TARGET["emulated"] = True
-    try:
-        for m in manifest:
-            try:
-                results.append(run_case(m, folder))
-            except Unsupported as exc:
-                results.append({"label": m["label"], "status": "unsupported", "message": str(exc)})
-            except Exception as exc:  # one case's failure is its own row
-                message = f"{type(exc).__name__}: {exc}"[:300]
-                results.append({"label": m["label"], "status": "error", "message": message})
-    finally:
-        _TARGET["emulated"] = False
     return results
 
 

@@ -127,7 +127,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &py_run); }
 
 @pytest.mark.slow
 def test_the_emulated_runtime_runs_barriers_and_shuffles_and_checks_launches() -> None:
-    ext = build_module("semantics", SEMANTICS_CUDA, SEMANTICS_CPP)
+    ext = build_module(SEMANTICS_CUDA, SEMANTICS_CPP)
     n = 300
     x = torch.arange(n, dtype=torch.float32) % 7 - 3
     a, b = torch.zeros(n), torch.zeros(n)

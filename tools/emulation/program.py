@@ -2,19 +2,20 @@
 
 The CUDA source is rewritten in two places g++ cannot read (`kernel<<<grid, block, smem, stream>>>(args)`
 becomes `stitch_emu::launch(&kernel, ...)`; `extern __shared__ T name[];` a pointer to the launch's
-dynamic shared memory), joined with the binding (include/pybind11: a ctypes-callable stand-in) and compiled once per source (cached by
-content under the cache root). The program's own Python then runs unchanged except for two names:
-`_stitch_build` returns the emulated module and `_stitch_stream` the null stream.
+dynamic shared memory), joined with the binding (include/pybind11: a ctypes-callable stand-in) and
+compiled once per source (cached by content beside the build cache). The program's own Python then
+runs unchanged except for two names: `_stitch_build` returns the emulated module and `_stitch_stream`
+the null stream.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import re
 import shutil
-import struct
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ _BUILD_CALL = re.compile(r"^(\w+)\s*=\s*_stitch_build\(", re.M)
 
 
 class Unsupported(RuntimeError):
-    """The program needs what the emulation does not have (a CUDA library, a CUDA graph)."""
+    """The program needs what the emulation does not have (a CUDA graph capture, a C++ compiler)."""
 
 
 class EmulationBuildError(RuntimeError):
@@ -138,28 +139,36 @@ class EmulatedModule:
         def call(*args: Any) -> Any:
             if len(args) != len(arguments):
                 raise TypeError(f"{name}() takes {len(arguments)} arguments ({len(args)} given)")
-            slots = (ctypes.c_uint64 * max(1, len(args)))()
+            # 8-byte slots seen both as integers and as doubles; the last one holds the result
+            ints = (ctypes.c_int64 * (len(args) + 1))()
+            reals = (ctypes.c_double * (len(args) + 1)).from_buffer(ints)
             for i, (value, kind) in enumerate(zip(args, arguments, strict=True)):
-                packed = struct.pack("<d", float(value)) if kind == "d" else struct.pack("<q", int(value))
-                slots[i] = struct.unpack("<Q", packed)[0]
-            result = ctypes.c_uint64(0)
+                if kind == "d":
+                    reals[i] = float(value)
+                else:
+                    ints[i] = int(value)
             error = ctypes.create_string_buffer(1024)
-            if self._lib.stitch_emu_call(index, slots, ctypes.byref(result), error, len(error)) != 0:
+            result = ctypes.byref(ints, 8 * len(args))
+            if self._lib.stitch_emu_call(index, ints, result, error, len(error)) != 0:
                 raise RuntimeError(error.value.decode(errors="replace"))
             if result_kind == "v":
                 return None
-            raw = struct.pack("<Q", result.value)
-            return struct.unpack("<d", raw)[0] if result_kind == "d" else struct.unpack("<q", raw)[0]
+            return reals[len(args)] if result_kind == "d" else ints[len(args)]
 
         call.__name__ = name
         return call
 
 
-def build_module(name: str, cuda_src: str, cpp_src: str) -> EmulatedModule:
+@functools.cache
+def _headers_digest() -> str:
+    """The emulation headers' content, once per process: a build's cache key includes it."""
+    return hashlib.sha256("".join(p.read_text() for p in sorted(INCLUDE.rglob("*.h"))).encode()).hexdigest()
+
+
+def build_module(cuda_src: str, cpp_src: str) -> EmulatedModule:
     """The program's extension compiled for the emulation (cached by the sources and the headers)."""
     source = "#include <cuda_runtime.h>\n" + rewrite_launches(cuda_src) + "\n" + cpp_src
-    headers = "".join(p.read_text() for p in sorted(INCLUDE.rglob("*.h")))
-    key = hashlib.sha256((source + headers).encode()).hexdigest()[:16]
+    key = hashlib.sha256((source + _headers_digest()).encode()).hexdigest()[:16]
     folder = _cache_root() / key
     binary = folder / "program.so"
     if not binary.exists():
@@ -187,8 +196,8 @@ def load_program(source: str) -> dict[str, Any]:
     if count == 0:
         raise Unsupported("the program builds no extension of ours")
 
-    def emulated_build(name: str, cuda_src: str, cpp_src: str, *_: Any, **__: Any) -> EmulatedModule:
-        return build_module(name, cuda_src, cpp_src)
+    def emulated_build(_name: str, cuda_src: str, cpp_src: str, *_: Any, **__: Any) -> EmulatedModule:
+        return build_module(cuda_src, cpp_src)
 
     namespace: dict[str, Any] = {
         "__name__": "stitch_emulated_program",
