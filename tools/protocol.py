@@ -118,6 +118,7 @@ class TimingStats(TypedDict, total=False):
     input_sets: int  # strict: input sets rotated across the timed calls
     cuda_mallocs: int  # strict: allocator segments created inside the counted calls
     issue_mean_ms: float  # strict: host time from the start event to the call's return (GPU idle before it)
+    issue_median_ms: float  # strict: the same, the median call (the mean carries rare slow ones)
     rounds: int  # interleaved rounds this contestant's calls were spread over (tools.worker.rounds)
     round_means_ms: list[float]
 

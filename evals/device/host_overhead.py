@@ -5,7 +5,8 @@ it, and the verification probe measured our level-1 programs issuing a call in ~
 takes ~18 us: about 2% of a 1.4 ms kernel, the whole gap on the streaming problems (docs/timing.md).
 This script loads each probe request's program and problem in one process, builds the program, and
 prints per problem the median host microseconds of one forward (ours, eager) and, from cProfile
-over the same calls, the functions where our forward spends its own time.
+over the same calls, the functions where our forward spends its own time; at exit each convolution
+extension prints the median host time of its call's phases (STITCH_CONV_HOST_TRACE lines).
 
     python -m evals.device.verify_probe --write out/probe [PROBLEM ...]     # CPU machine
     python3 -m evals.device.host_overhead out/probe                          # device machine
@@ -20,6 +21,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import runpy
 import statistics
@@ -64,6 +66,53 @@ def top_functions(fn: Any, inputs: list[Any], calls: int = CALLS, top: int = TOP
     return text.getvalue()
 
 
+class TimedExtension:
+    """Stands in for a program's `_ext` module: each extension call's host microseconds, summed, so a
+    forward's host time splits into our C++ (and the libraries under it) and the Python around it."""
+
+    def __init__(self, ext: Any) -> None:
+        self._ext = ext
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._ext, name)
+        if not callable(fn):
+            return fn
+
+        def timed(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+
+        return timed
+
+
+def extension_share(
+    program: dict[str, Any], fn: Any, inputs: list[Any], calls: int = CALLS
+) -> dict[str, float]:
+    """Per forward: host microseconds inside the program's extension calls, and how many calls."""
+    import torch
+
+    forward_globals = program["ModelNew"].forward.__globals__
+    if "_ext" not in forward_globals:
+        return {}
+    timed = TimedExtension(forward_globals["_ext"])
+    forward_globals["_ext"] = timed
+    try:
+        with torch.no_grad():
+            for _ in range(calls):
+                torch.cuda.synchronize()
+                fn(*inputs)
+        torch.cuda.synchronize()
+    finally:
+        forward_globals["_ext"] = timed._ext
+    return {"ext_us": round(timed.seconds / calls * 1e6, 1), "ext_calls": round(timed.calls / calls, 1)}
+
+
 def load(source: str, folder: Path, name: str) -> dict[str, Any]:
     path = folder / f"{name}.py"
     path.write_text(source)
@@ -92,6 +141,7 @@ def measure(request_path: Path, scratch: Path) -> dict[str, Any]:
         "problem": key,
         "ours_us": round(host_us(candidate, inputs), 1),
         "eager_us": round(host_us(reference, inputs), 1),
+        **extension_share(program, candidate, inputs),
         "profile": top_functions(candidate, inputs),
     }
 
@@ -102,16 +152,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("folder", type=Path, help="verify_probe's folder of requests")
     args = parser.parse_args(argv)
+    # the conv library's per-phase host times, printed at exit (codegen/emit/templates/conv.cuh)
+    os.environ.setdefault("STITCHCUDA_CONV_HOST_TRACE", "1")
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for path in sorted(args.folder.glob("*.request.json")):
             row = measure(path, Path(scratch))
             rows.append(row)
-            print(f"== {row['problem']}: ours {row['ours_us']} us, eager {row['eager_us']} us")
+            print(
+                f"== {row['problem']}: ours {row['ours_us']} us ({row.get('ext_us', '-')} us in "
+                f"{row.get('ext_calls', '-')} extension calls), eager {row['eager_us']} us"
+            )
             print(row["profile"], flush=True)
-    print("| problem | ours host us | eager host us |\n|---|---|---|")
+    print("| problem | ours host us | in extension calls us (calls) | eager host us |\n|---|---|---|---|")
     for row in rows:
-        print(f"| {row['problem']} | {row['ours_us']} | {row['eager_us']} |")
+        ext = f"{row.get('ext_us', '-')} ({row.get('ext_calls', '-')})"
+        print(f"| {row['problem']} | {row['ours_us']} | {ext} | {row['eager_us']} |")
     return 0 if rows else 1
 
 

@@ -100,8 +100,9 @@ def summary(key: str, response: dict[str, Any]) -> dict[str, Any]:
         row[f"{who}_ms"] = stats.get("mean_ms")
         row[f"{who}_cv"] = stats.get("cv")
         row[f"{who}_mallocs"] = stats.get("cuda_mallocs")
-        issue = stats.get("issue_mean_ms")
-        row[f"{who}_issue_us"] = round(issue * 1000.0, 1) if isinstance(issue, (int, float)) else None
+        for key, name in (("issue_mean_ms", "issue_us"), ("issue_median_ms", "issue_median_us")):
+            issue = stats.get(key)
+            row[f"{who}_{name}"] = round(issue * 1000.0, 1) if isinstance(issue, (int, float)) else None
     ratio = (timing.get("ratios") or {}).get("eager") or {}
     row["ratio_median"] = ratio.get("median")
     for name, labels in PHASES.items():
@@ -120,7 +121,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     """A Markdown table of the probe's rows."""
     head = (
         "| problem | status | ours ms (cv) | eager ms (cv) | median ratio | mallocs ours/eager "
-        "| issue us ours/eager | correctness s | timing s | profile s | worker s |"
+        "| issue us ours/eager (mean; median) | correctness s | timing s | profile s | worker s |"
     )
     lines = [head, "|" + "---|" * 11]
     for r in rows:
@@ -128,7 +129,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['problem']} | {r['status']} | {_cell(r['candidate_ms'])} ({_cell(r['candidate_cv'])}) | "
             f"{_cell(r['eager_ms'])} ({_cell(r['eager_cv'])}) | {_cell(r['ratio_median'])} | "
             f"{_cell(r['candidate_mallocs'])}/{_cell(r['eager_mallocs'])} | "
-            f"{_cell(r['candidate_issue_us'], 1)}/{_cell(r['eager_issue_us'], 1)} | {_cell(r['correctness_s'], 1)} | "
+            f"{_cell(r['candidate_issue_us'], 1)}/{_cell(r['eager_issue_us'], 1)}; "
+            f"{_cell(r.get('candidate_issue_median_us'), 1)}/{_cell(r.get('eager_issue_median_us'), 1)} | "
+            f"{_cell(r['correctness_s'], 1)} | "
             f"{_cell(r['timing_s'], 1)} | {_cell(r['profile_s'], 1)} | {_cell(r['seconds'], 1)} |"
         )
     return "\n".join(lines)

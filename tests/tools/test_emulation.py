@@ -226,3 +226,61 @@ def test_a_kernel_that_forgets_its_block_offset_is_caught() -> None:
     assert broken.count("i = threadIdx.x; i < n4") == 1 and 'float("nan")' in broken
     expected, got = _outputs(problem, broken)
     assert not torch.allclose(got[0], expected[0])
+
+
+ARG_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Arg-reductions through every axis kernel: short rows (a warp each), long rows (a block each),
+    few long rows (split over blocks), columns (scalar and float4 tiles)."""
+
+    def forward(self, short, long, few, cols, cols4):
+        values, where = torch.min(long, dim=-1)
+        return (torch.argmax(short, dim=-1), torch.argmin(short, dim=-1), values, where,
+                torch.argmax(few, dim=-1), torch.argmin(cols, dim=1), torch.argmax(cols4, dim=1))
+
+
+def get_inputs():
+    return [torch.rand(64, 96), torch.rand(9, 4200), torch.rand(2, 9000), torch.rand(3, 40, 6),
+            torch.rand(2, 300, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _with_ties_and_specials(t: torch.Tensor) -> torch.Tensor:
+    """Few distinct values (many ties), then rows of NaNs, of +inf, of -inf and of both infinities."""
+    t = (t * 4).floor()
+    rows = t.view(-1, t.shape[-1])
+    n = rows.shape[0]
+    rows[0, 5::7] = float("nan")
+    rows[1 % n] = float("inf")
+    rows[2 % n] = float("-inf")
+    if n > 3:
+        rows[3, ::2] = float("inf")
+        rows[3, 1::2] = float("-inf")
+        rows[3, -1] = float("nan")
+    return t
+
+
+@pytest.mark.slow
+def test_arg_reductions_break_ties_and_treat_nan_and_infinities_as_pytorch(tmp_path: Path) -> None:
+    """The kernels' per-lane states take the first of equal values and a NaN over any number; the
+    merges across lanes, warps, blocks and split parts must keep PyTorch's answer exactly."""
+    problem = tmp_path / "arg_ties.py"
+    problem.write_text(ARG_PROBLEM)
+    namespace = load_program(_program(problem))
+    reference: dict[str, Any] = runpy.run_path(str(problem))
+    torch.manual_seed(3)
+    inputs = [_with_ties_and_specials(t) for t in reference["get_inputs"]()]
+    expected = reference["Model"]()(*inputs)
+    got = namespace["ModelNew"]()(*inputs)
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert torch.equal(torch.isnan(g), torch.isnan(e)) and torch.equal(g.nan_to_num(), e.nan_to_num()), (
+            f"output {i}: {int((g.nan_to_num() != e.nan_to_num()).sum())} differ"
+        )

@@ -497,3 +497,26 @@ def test_the_disk_reserve_covers_every_writable_tree(tmp_path: Path, monkeypatch
     assert any(f["evidence"].startswith(f"disk: free space on {extra} fell") for f in response["findings"]), (
         response.get("findings")
     )
+
+
+STATUS_PROBE = "print(open('/proc/self/status').read())"
+
+
+def _speculation(status: str) -> dict[str, str]:
+    pairs = (line.partition(":") for line in status.splitlines())
+    return {key: value.strip() for key, _, value in pairs if key.startswith("Specul")}
+
+
+@pytest.mark.parametrize("backend", backends(), indirect=True)
+def test_the_filter_leaves_the_cpus_speculation_settings_alone(backend: str, tmp_path: Path) -> None:
+    """A seccomp filter loaded without SPEC_ALLOW turns on Speculative Store Bypass Disable where the
+    kernel's mitigation mode is "seccomp", which slows the timed forward's host code: the sandboxed
+    process must report the same speculation state as an unsandboxed one."""
+    with Sandbox(tmp_path, SandboxSettings.resolve("auto", device="cpu", timeout_s=30)) as box:
+        proc = box.popen([sys.executable, "-c", STATUS_PROBE], cwd=tmp_path, stdout=subprocess.PIPE)
+        inside = proc.communicate(timeout=60)[0].decode()
+    outside = subprocess.run(
+        [sys.executable, "-c", STATUS_PROBE], capture_output=True, text=True, check=True
+    ).stdout
+    assert box.annotate({})["sandbox"]["applied"].get("seccomp") is not None
+    assert _speculation(outside) and _speculation(inside) == _speculation(outside)

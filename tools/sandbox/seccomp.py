@@ -36,8 +36,8 @@ SILENT_ERRNO = {"clone3": errno.ENOSYS, "io_uring_setup": errno.ENOSYS, "userfau
 # clone3 hides its flags behind a pointer; glibc falls back to clone, whose flags the filter can read.
 # io_uring can open sockets without the socket call.
 
-SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 8
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1, 8, 4
+PR_SET_NO_NEW_PRIVS = 38
 SYS_SECCOMP = {"x86_64": 317, "aarch64": 277, "ppc64le": 358, "s390x": 348, "riscv64": 277}
 NOTIF = struct.Struct("=QIIiIQ6Q")  # struct seccomp_notif: id, pid, flags, then seccomp_data
 RESPONSE = struct.Struct("=QqiI")  # struct seccomp_notif_resp: id, val, error, flags
@@ -128,6 +128,10 @@ class _Program(ctypes.Structure):
 def load(bpf: bytes, *, listener: bool) -> int | None:
     """Install the filter on this process (kept across fork and exec); the listener fd when asked.
 
+    SPEC_ALLOW keeps the CPU's speculation settings as they were: without it, kernels whose mitigation
+    mode is "seccomp" turn on Speculative Store Bypass Disable for every filtered process, which slows
+    interpreted host code (a timed forward's Python issue time) for candidate and baseline alike
+    (docs/sandbox.md). Kernels before 4.17 refuse the flag; the filter then loads without it.
     Runs in the launcher, inside the sandbox: standard library only.
     """
     libc = ctypes.CDLL(None, use_errno=True)
@@ -136,19 +140,20 @@ def load(bpf: bytes, *, listener: bool) -> int | None:
     program = _Program(len(bpf) // 8, ctypes.addressof(buffer))
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "seccomp: no_new_privs refused")
-    if not listener:
-        if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"seccomp: filter refused: {os.strerror(err)}")
-        return None
     number = SYS_SECCOMP[platform.machine()]
-    fd = int(
-        libc.syscall(number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, ctypes.byref(program))
+    flags = SECCOMP_FILTER_FLAG_NEW_LISTENER if listener else 0
+    result = int(
+        libc.syscall(
+            number, SECCOMP_SET_MODE_FILTER, flags | SECCOMP_FILTER_FLAG_SPEC_ALLOW, ctypes.byref(program)
+        )
     )
-    if fd < 0:
+    if result < 0 and ctypes.get_errno() == errno.EINVAL:
+        result = int(libc.syscall(number, SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(program)))
+    if result < 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"seccomp: filter with a listener refused: {os.strerror(err)}")
-    return fd
+        what = "filter with a listener" if listener else "filter"
+        raise OSError(err, f"seccomp: {what} refused: {os.strerror(err)}")
+    return result if listener else None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@
 // elements are processed in batch chunks (cuDNN's descriptors hold 32-bit sizes).
 #include <cudnn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -880,6 +882,50 @@ static int stitch_conv_plan(cudnnHandle_t h, const StitchConvArgs& a, const Stit
   return 0;
 }
 
+// With STITCHCUDA_CONV_HOST_TRACE=1, the median host time of each phase over the process's completed
+// calls, printed to stderr at exit: where a call's host time goes (setup: lock, device, handle, stream,
+// capture query; plans: lookup, or the first call's search; run: the library call and our epilogue). On an
+// H100 a call took 75-200 us of host time against 25-110 us for eager's whole convolution forward, at
+// equal device times (docs/benchmarks.md, tenth session); evals/device/host_overhead.py sets it.
+struct StitchConvTrace {
+  bool on = false;
+  double call[3] = {0.0, 0.0, 0.0};
+  std::vector<float> us[3];
+  StitchConvTrace() {
+    const char* env = getenv("STITCHCUDA_CONV_HOST_TRACE");
+    on = env != nullptr && strcmp(env, "1") == 0;
+  }
+  ~StitchConvTrace() {
+    if (!on || us[0].empty()) return;
+    float median[3];
+    for (int i = 0; i < 3; ++i) {
+      std::vector<float>& v = us[i];
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      median[i] = v[v.size() / 2];
+    }
+    fprintf(stderr, "STITCH_CONV_HOST_TRACE %s: calls %zu, median us: setup %.1f, plans %.1f, run %.1f\n", __FILE__,
+            us[0].size(), median[0], median[1], median[2]);
+  }
+  static double now_us() {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void add(int phase, double* mark) {  // the time since `mark` to `phase` of this call
+    if (!on) return;
+    const double t = now_us();
+    call[phase] = t - *mark;
+    *mark = t;
+  }
+  void done() {  // a call that ran (not one that only asked for a larger workspace)
+    if (!on) return;
+    for (int i = 0; i < 3; ++i) us[i].push_back((float)call[i]);
+  }
+};
+
+static StitchConvTrace& stitch_conv_trace() {
+  static StitchConvTrace trace;
+  return trace;
+}
+
 extern "C" int stitch_conv(const float* x, const float* w, const float* bias, const float* z, float* y, int64_t n,
                            int64_t c, int64_t k, int64_t i0, int64_t i1, int64_t i2, int64_t k0, int64_t k1, int64_t k2,
                            int64_t o0, int64_t o1, int64_t o2, int64_t p0, int64_t p1, int64_t p2, int64_t s0,
@@ -927,6 +973,8 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
   const int64_t int_max = 2147483647LL;
   if (per_item > int_max) return STITCH_CUDNN_ERROR(CUDNN_STATUS_NOT_SUPPORTED);
   const int64_t chunk = n < int_max / per_item ? n : int_max / per_item;
+  StitchConvTrace& trace = stitch_conv_trace();
+  double mark = trace.on ? StitchConvTrace::now_us() : 0.0;
   std::lock_guard<std::mutex> lock(stitch_conv_mutex());
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return (int)cudaGetLastError();
@@ -938,6 +986,7 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return (int)cudaGetLastError();
   const bool capturing = capture != cudaStreamCaptureStatusNone;
+  trace.add(0, &mark);
   // Plans for the full chunk and the remainder; each is searched on its own first chunk.
   StitchConvPlan* plan[2] = {nullptr, nullptr};
   const int64_t sizes[2] = {chunk, n % chunk};
@@ -950,6 +999,7 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
     const int64_t bytes = (int64_t)plan[i]->workspace;
     *needed = bytes > *needed ? bytes : *needed;
   }
+  trace.add(1, &mark);
   if (*needed > ws_bytes) return 0;  // the caller grows its workspace and calls again
   for (int64_t first = 0; first < n; first += chunk) {
     const int64_t m = n - first < chunk ? n - first : chunk;
@@ -958,5 +1008,7 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
     const int err = stitch_conv_run(h, p, a, p->algo, p->math, p->fused, t, t.y, m, ws, (size_t)ws_bytes, stream);
     if (err != 0) return err;
   }
+  trace.add(2, &mark);
+  trace.done();
   return 0;
 }
