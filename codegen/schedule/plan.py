@@ -49,6 +49,12 @@ from tools.roofline import FALLBACK_GPU, KNOWN, speed_of_light
 # measured ceilings in tools.roofline), in fp32 without TF32, the precision the suite is held to.
 TARGET_CEILINGS = KNOWN[FALLBACK_GPU]
 LAUNCH_US = 5.0  # typical launch + Python dispatch cost of one kernel, microseconds
+# Host time of one group's call in our programs, each call after a synchronisation (H100, tenth session,
+# docs/benchmarks.md): about 20 us for our own kernels (a ReLU forward: 19-20 us), and a convolution's
+# legacy cuDNN call another 83-135 us on its own. A forward whose groups' host time exceeds its speed
+# of light is host-bound without a CUDA graph, however long its kernels.
+GROUP_HOST_US = 20.0
+CONV_HOST_US = 100.0
 
 
 @dataclass
@@ -369,11 +375,15 @@ def _host_plan(
                 buffers.append(f"{node.name}: {tensor.shape} {tensor.dtype}")
     sol_us = speed_of_light_ms(total_flops, total_bytes) * 1e3
     per_launch_us = sol_us / max(launches, 1)
-    launch_bound = launches >= 6 and per_launch_us < 2 * LAUNCH_US
+    host_us = sum(GROUP_HOST_US + (CONV_HOST_US if g.kind == CONV else 0.0) for g in groups if g.covered)
+    launch_bound = launches >= 6 and (per_launch_us < 2 * LAUNCH_US or host_us > sol_us)
     if reference_profile is not None and reference_profile.kernel_count >= 6:
         mean_kernel_us = reference_profile.device_ms * 1e3 / max(reference_profile.kernel_count, 1)
         launch_bound = launch_bound or mean_kernel_us < 2 * LAUNCH_US
-    notes = f"speed of light {sol_us:.1f} us over ~{launches} launches ({per_launch_us:.1f} us each)"
+    notes = (
+        f"speed of light {sol_us:.1f} us over ~{launches} launches ({per_launch_us:.1f} us each); "
+        f"~{host_us:.0f} us of host calls"
+    )
     if launch_bound:
         notes += (
             "; launch-bound: capture the forward into one CUDA graph (static input copies, cloned output)"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from codegen.policy import OfflinePolicy
-from codegen.schedule.plan import analyse, build_plan, speed_of_light_ms
+from codegen.schedule.plan import LAUNCH_US, analyse, build_plan, speed_of_light_ms
 from graph.artifacts import Plan, Profile, Task
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
@@ -206,3 +207,19 @@ def test_suite_problem_plans(name: str) -> None:
     assert kinds(plan) == SUITE_KINDS[name]
     assert set(plan.uncovered_ops) <= {"max_pool2d", "stack"}
     assert plan.total_bytes > 0 and plan.total_flops > 0
+
+
+def test_library_calls_host_time_marks_a_forward_host_bound() -> None:
+    """DenseNet's block: its kernels are long enough (~11 us of speed of light per launch) for the
+    launch rule, but 13 cuDNN calls and 14 of ours cost more host time than the whole speed of light."""
+    path = Path(__file__).parents[2] / "evals" / "suite" / "level3" / "8_DenseBlock.py"
+    task = Task(name=path.stem, path=str(path), source=path.read_text())
+    plan = build_plan(task, analyse(task), None)
+    per_launch, host, sol = (
+        float(re.search(pattern, plan.host.notes).group(1))  # type: ignore[union-attr]
+        for pattern in (r"\(([\d.]+) us each\)", r"~(\d+) us of host calls", r"speed of light ([\d.]+) us")
+    )
+    assert per_launch >= 2 * LAUNCH_US and host > sol
+    assert plan.host.cuda_graph
+    single = plan_for("level2/4_Conv_BN_ReLU.py")  # five launches: a graph's copies would not pay
+    assert "us of host calls" in single.host.notes and not single.host.cuda_graph

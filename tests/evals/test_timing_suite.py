@@ -109,7 +109,7 @@ def test_two_slices_on_two_fresh_machines_finish_the_eval(tmp_path: Path) -> Non
     (entry / "stitch_build.json").write_text("{}")
     (entry / "ext_0123.so").write_bytes(b"\0" * 1000)
     (entry / "main.o").write_bytes(b"\0" * 1000)
-    (entry.parent / "cudnn-algos.tsv").write_text("v2|H100|sm90|cudnn91000|0|2\t1\t0\t0\n")  # conv choices
+    (entry.parent / "cudnn-algos.tsv").write_text("v3|H100|sm90|cudnn91000|0|2\t1\t0\t0\n")  # conv choices
     (tmp_path / "machine" / "inductor" / "fxgraph").mkdir(parents=True)
     (tmp_path / "machine" / "inductor" / "fxgraph" / "entry").write_text("compiled")
 
