@@ -6,7 +6,8 @@
 # alternate twice in one call, since the host's speed moved between calls there.
 #   CPU:    bash evals/device/next_probes.sh --write
 #   device: bash evals/device/next_probes.sh          (carry out/)
-# Prints, per run, the host-time table (ours, our C++, eager) and each extension's trace line.
+# Prints, per run, the host-time table (ours, our C++, eager) and each extension's trace line (median
+# host time per phase, and the calls of each algorithm id: engines are <= -100).
 set -u
 if [ "${1:-}" = "--write" ]; then
     exec python -m evals.device.verify_probe --write out/probe-conv level1/15_Conv2d_Dilated \

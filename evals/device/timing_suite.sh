@@ -111,10 +111,13 @@ fi
 echo "$name: $recorded of $total problems recorded"
 [ "$total" -gt 0 ] && [ "$recorded" -ge "$total" ] && echo "$name: complete"
 timeout 30 python3 -m evals.benchmarks.agreement "$work/results.jsonl" || true
-if [ -f "$state/a.results.jsonl" ] && [ -f "$state/b.results.jsonl" ]; then
-    timeout 30 python3 -m evals.benchmarks.agreement "$state/a.results.jsonl" "$state/b.results.jsonl" || true
-    for n in a b; do
+# the pairs of evals of one card: a and b (the H200), ha and hb (an H100; docs/benchmarks.md)
+for pair in "a b" "ha hb"; do
+    read -r first second <<< "$pair"
+    [ -f "$state/$first.results.jsonl" ] && [ -f "$state/$second.results.jsonl" ] || continue
+    timeout 30 python3 -m evals.benchmarks.agreement "$state/$first.results.jsonl" "$state/$second.results.jsonl" || true
+    for n in $first $second; do
         timeout 30 python3 -m evals.benchmarks.scaling "$state/$n.results.jsonl" --slices "$state/$n.slices.jsonl" --problems 250 || true
     done
-fi
+done
 echo "call: $(( $(date +%s) - t0 )) s (the device call's limit is 600 s)"

@@ -50,6 +50,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <stdio.h>
@@ -69,13 +70,15 @@
 
 // With STITCHCUDA_CONV_HOST_TRACE=1, the median host time of each phase over the process's completed
 // calls, printed to stderr at exit: where a call's host time goes (setup: lock, device, handle, stream,
-// capture query; plans: lookup, or the first call's search; run: the library call and our epilogue). On an
+// capture query; plans: lookup, or the first call's search; run: the library call and our epilogue), and
+// how many calls ran each algorithm id (cuDNN's legacy ones >= 0, engines <= -100, ours -1 and -2). On an
 // H100 a call took 75-200 us of host time against 25-110 us for eager's whole convolution forward, at
 // equal device times (docs/benchmarks.md, tenth session); evals/device/host_overhead.py sets it.
 struct StitchConvTrace {
   bool on = false;
   double call[3] = {0.0, 0.0, 0.0};
   std::vector<float> us[3];
+  std::vector<std::pair<int, long long>> algos;  // (algorithm id, calls)
   StitchConvTrace() {
     const char* env = getenv("STITCHCUDA_CONV_HOST_TRACE");
     on = env != nullptr && strcmp(env, "1") == 0;
@@ -88,8 +91,10 @@ struct StitchConvTrace {
       std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
       median[i] = v[v.size() / 2];
     }
-    fprintf(stderr, "STITCH_CONV_HOST_TRACE %s: calls %zu, median us: setup %.1f, plans %.1f, run %.1f\n", __FILE__,
-            us[0].size(), median[0], median[1], median[2]);
+    std::string ids;
+    for (const auto& a : algos) ids += " " + std::to_string(a.first) + "x" + std::to_string(a.second);
+    fprintf(stderr, "STITCH_CONV_HOST_TRACE %s: calls %zu, median us: setup %.1f, plans %.1f, run %.1f; algos%s\n",
+            __FILE__, us[0].size(), median[0], median[1], median[2], ids.c_str());
   }
   static double now_us() {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -100,9 +105,16 @@ struct StitchConvTrace {
     call[phase] = t - *mark;
     *mark = t;
   }
-  void done() {  // a call that ran (not one that only asked for a larger workspace)
+  void done(int algo) {  // a call that ran (not one that only asked for a larger workspace)
     if (!on) return;
     for (int i = 0; i < 3; ++i) us[i].push_back((float)call[i]);
+    for (auto& a : algos) {
+      if (a.first == algo) {
+        ++a.second;
+        return;
+      }
+    }
+    algos.emplace_back(algo, 1);
   }
 };
 
@@ -1018,6 +1030,6 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
     if (err != 0) return err;
   }
   trace.add(2, &mark);
-  trace.done();
+  trace.done(plan[0]->algo);
   return 0;
 }
