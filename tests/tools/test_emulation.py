@@ -284,3 +284,46 @@ def test_arg_reductions_break_ties_and_treat_nan_and_infinities_as_pytorch(tmp_p
         assert torch.equal(torch.isnan(g), torch.isnan(e)) and torch.equal(g.nan_to_num(), e.nan_to_num()), (
             f"output {i}: {int((g.nan_to_num() != e.nan_to_num()).sum())} differ"
         )
+
+
+TRACE_SCRIPT = """
+import runpy, sys
+import torch
+from tools.emulation.program import load_program
+problem = runpy.run_path(sys.argv[1])
+namespace = load_program(open(sys.argv[2]).read())
+torch.backends.cudnn.allow_tf32 = False
+model = namespace["ModelNew"](*problem["get_init_inputs"]())
+inputs = problem["get_inputs"]()
+for _ in range(3):
+    model(*inputs)
+"""
+
+
+@pytest.mark.slow
+def test_the_conv_library_traces_its_host_time_per_phase_and_algorithm(tmp_path: Path) -> None:
+    """STITCHCUDA_CONV_HOST_TRACE=1: at exit the convolution library prints the median host time of a
+    call's setup, plan lookup and library run, and how many calls ran each algorithm id."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    problem = FIXTURES / "level1" / "9_Conv2d.py"
+    program = tmp_path / "program.py"
+    program.write_text(_program(problem))
+    env = dict(os.environ, STITCHCUDA_CONV_HOST_TRACE="1", STITCHCUDA_CUDNN_CACHE="off")
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", TRACE_SCRIPT, str(problem), str(program)],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(x for x in done.stderr.splitlines() if x.startswith("STITCH_CONV_HOST_TRACE"))
+    match = re.search(
+        r"calls (\d+), median us: setup ([\d.]+), plans ([\d.]+), run ([\d.]+); algos((?: -?\d+x\d+)+)", line
+    )
+    assert match is not None, line
+    calls = int(match.group(1))
+    assert calls == 3 and float(match.group(4)) > 0.0
+    assert sum(int(a.split("x")[1]) for a in match.group(5).split()) == calls
