@@ -27,6 +27,7 @@ import runpy
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,15 +120,27 @@ def load(source: str, folder: Path, name: str) -> dict[str, Any]:
     return runpy.run_path(str(path))
 
 
-def measure(request_path: Path, scratch: Path) -> dict[str, Any]:
+@dataclass
+class Case:
+    """One probe request loaded and warmed: the models as the strict harness builds them, on the GPU."""
+
+    problem: str
+    program: dict[str, Any]
+    reference: Any
+    candidate: Any
+    inputs: list[Any]
+
+
+def load_case(request_path: Path, scratch: Path) -> Case:
+    """verify_probe's request: its problem and program loaded, seeded, built and called a few times (builds,
+    searches, caches), with TF32 off as the strict harness pins it, so our own code paths run."""
     import torch
 
     request = json.loads(request_path.read_text())
-    key = request_path.name.removesuffix(".request.json").replace("__", "/")
     stem = request_path.stem.replace(".", "_")
     problem = load(request["problem_source"], scratch, f"problem_{stem}")
     program = load(request["candidate_source"], scratch, f"program_{stem}")
-    torch.backends.cudnn.allow_tf32 = False  # the strict harness's setting: our own code paths run
+    torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     init = problem["get_init_inputs"]()
     torch.manual_seed(0)
@@ -136,13 +149,19 @@ def measure(request_path: Path, scratch: Path) -> dict[str, Any]:
     candidate = program["ModelNew"](*init).cuda()
     torch.manual_seed(1)
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem["get_inputs"]()]
-    host_us(candidate, inputs, 10)  # first calls: builds, searches, caches
+    host_us(candidate, inputs, 10)
+    key = request_path.name.removesuffix(".request.json").replace("__", "/")
+    return Case(key, program, reference, candidate, inputs)
+
+
+def measure(request_path: Path, scratch: Path) -> dict[str, Any]:
+    case = load_case(request_path, scratch)
     return {
-        "problem": key,
-        "ours_us": round(host_us(candidate, inputs), 1),
-        "eager_us": round(host_us(reference, inputs), 1),
-        **extension_share(program, candidate, inputs),
-        "profile": top_functions(candidate, inputs),
+        "problem": case.problem,
+        "ours_us": round(host_us(case.candidate, case.inputs), 1),
+        "eager_us": round(host_us(case.reference, case.inputs), 1),
+        **extension_share(case.program, case.candidate, case.inputs),
+        "profile": top_functions(case.candidate, case.inputs),
     }
 
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.device.host_overhead import host_us, load
+from evals.device.host_overhead import host_us, load_case
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = ("plain", "off", "auto")
@@ -55,10 +55,7 @@ def _forward_rows(folder: Path, scratch: Path) -> list[dict[str, Any]]:
     import torch
 
     from tools.worker.dynamic_checks import Watch
-    from tools.worker.timing import time_strict
-
-    torch.backends.cudnn.allow_tf32 = False  # the strict harness's setting: our own code paths run
-    torch.backends.cuda.matmul.allow_tf32 = False
+    from tools.worker.harness import Harness
 
     events: list[str] = []
     counting = [False]
@@ -68,50 +65,36 @@ def _forward_rows(folder: Path, scratch: Path) -> list[dict[str, Any]]:
             events.append(event)
 
     sys.addaudithook(count)
-    watch = Watch()
+    harness = Harness({}, Watch(), torch.device("cuda"))  # its watched() is the verifier's candidate call
     rows = []
     for path in sorted(folder.glob("*.request.json")):
-        request = json.loads(path.read_text())
-        stem = path.stem.replace(".", "_")
-        problem = load(request["problem_source"], scratch, f"problem_{stem}")
-        program = load(request["candidate_source"], scratch, f"program_{stem}")
-        init = problem["get_init_inputs"]()
-        reference = problem["Model"](*init).cuda()
-        candidate = program["ModelNew"](*init).cuda()
-        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem["get_inputs"]()]
-        host_us(candidate, inputs, 10)
-
-        def watched(*args: Any, model: Any = candidate) -> Any:
-            watch.active = True
-            try:
-                return model(*args)
-            finally:
-                watch.active = False
-
+        case = load_case(path, scratch)
         counting[0] = True
         with torch.no_grad():
-            candidate(*inputs)
+            case.candidate(*case.inputs)
         counting[0] = False
-        per_call = len(events)
         kinds = sorted(set(events))[:8]
-        events.clear()
         rows.append(
             {
-                "problem": path.name.removesuffix(".request.json").replace("__", "/"),
-                "ours_us": round(host_us(candidate, inputs), 1),
-                "watched_us": round(host_us(watched, inputs), 1),
-                "eager_us": round(host_us(reference, inputs), 1),
-                "strict_ours_us": round(
-                    time_strict(candidate, [inputs], "cuda", trials=60)["issue_median_ms"] * 1e3, 1
-                ),
-                "strict_eager_us": round(
-                    time_strict(reference, [inputs], "cuda", trials=60)["issue_median_ms"] * 1e3, 1
-                ),
-                "audit_events": per_call,
+                "problem": case.problem,
+                "ours_us": round(host_us(case.candidate, case.inputs), 1),
+                "watched_us": round(host_us(harness.watched(case.candidate), case.inputs), 1),
+                "eager_us": round(host_us(case.reference, case.inputs), 1),
+                "strict_ours_us": _strict_issue_us(case.candidate, case.inputs),
+                "strict_eager_us": _strict_issue_us(case.reference, case.inputs),
+                "audit_events": len(events),
                 "event_kinds": kinds,
             }
         )
+        events.clear()
     return rows
+
+
+def _strict_issue_us(fn: Any, inputs: list[Any]) -> float:
+    """The median host time of a call in the worker's strict timing loop (after its L2 flush and sync)."""
+    from tools.worker.timing import time_strict
+
+    return round(time_strict(fn, [inputs], "cuda", trials=60)["issue_median_ms"] * 1e3, 1)
 
 
 def child(folder: Path) -> dict[str, Any]:

@@ -100,8 +100,8 @@ def summary(key: str, response: dict[str, Any]) -> dict[str, Any]:
         row[f"{who}_ms"] = stats.get("mean_ms")
         row[f"{who}_cv"] = stats.get("cv")
         row[f"{who}_mallocs"] = stats.get("cuda_mallocs")
-        for key, name in (("issue_mean_ms", "issue_us"), ("issue_median_ms", "issue_median_us")):
-            issue = stats.get(key)
+        for stat, name in (("issue_mean_ms", "issue_us"), ("issue_median_ms", "issue_median_us")):
+            issue = stats.get(stat)
             row[f"{who}_{name}"] = round(issue * 1000.0, 1) if isinstance(issue, (int, float)) else None
     ratio = (timing.get("ratios") or {}).get("eager") or {}
     row["ratio_median"] = ratio.get("median")

@@ -68,6 +68,11 @@
 #define STITCH_DW_ALGO (-1)  // our depthwise kernel, as an algorithm id next to cuDNN's (which are >= 0)
 #define STITCH_GEMM_CONV_ALGO (-2)  // a pointwise convolution as one batched cuBLASLt GEMM
 
+// Host wall clock in microseconds: the search's host score and the trace below.
+static double stitch_now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // With STITCHCUDA_CONV_HOST_TRACE=1, the median host time of each phase over the process's completed
 // calls, printed to stderr at exit: where a call's host time goes (setup: lock, device, handle, stream,
 // capture query; plans: lookup, or the first call's search; run: the library call and our epilogue), and
@@ -96,12 +101,9 @@ struct StitchConvTrace {
     fprintf(stderr, "STITCH_CONV_HOST_TRACE %s: calls %zu, median us: setup %.1f, plans %.1f, run %.1f; algos%s\n",
             __FILE__, us[0].size(), median[0], median[1], median[2], ids.c_str());
   }
-  static double now_us() {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
   void add(int phase, double* mark) {  // the time since `mark` to `phase` of this call
     if (!on) return;
-    const double t = now_us();
+    const double t = stitch_now_us();
     call[phase] = t - *mark;
     *mark = t;
   }
@@ -787,12 +789,12 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
           continue;
         }
         if (gate && !(stitch_conv_normdiff(out, t.y, y_numel, acc, stream) <= tolerance)) continue;
-        const double host0 = StitchConvTrace::now_us();
+        const double host0 = stitch_now_us();
         int run_err = (int)cudaEventRecord(e0, stream);
         for (int r = 0; r < STITCH_CONV_TIMED_RUNS && run_err == 0; ++r) {
           run_err = stitch_conv_run(h, p, a, c.algo, c.math, fused, t, out, n, ws, ws_bytes, stream);
         }
-        const double host_ms = (StitchConvTrace::now_us() - host0) / 1000.0;
+        const double host_ms = (stitch_now_us() - host0) / 1000.0;
         if (run_err == 0) run_err = (int)cudaEventRecord(e1, stream);
         if (run_err == 0) run_err = (int)cudaEventSynchronize(e1);
         float ms = 0.f;
@@ -995,7 +997,7 @@ extern "C" int stitch_conv(const float* x, const float* w, const float* bias, co
   if (per_item > int_max) return STITCH_CUDNN_ERROR(CUDNN_STATUS_NOT_SUPPORTED);
   const int64_t chunk = n < int_max / per_item ? n : int_max / per_item;
   StitchConvTrace& trace = stitch_conv_trace();
-  double mark = trace.on ? StitchConvTrace::now_us() : 0.0;
+  double mark = trace.on ? stitch_now_us() : 0.0;
   std::lock_guard<std::mutex> lock(stitch_conv_mutex());
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return (int)cudaGetLastError();
