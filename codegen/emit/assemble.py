@@ -53,7 +53,14 @@ CORE_HELPERS = (
 )
 GEMM_HELPERS = ("_stitch_mat", "_stitch_mm")
 VIEW_HELPERS = ("_STITCH_VIEW_DIMS", "_stitch_dims", "_stitch_view")  # tensors read through their strides
-CONV_HELPERS = ("_STITCH_CONV_WORKSPACES", "_stitch_conv_out_size", "_stitch_conv3", "_stitch_conv")
+CONV_HELPERS = (
+    "_STITCH_CONV_WORKSPACES",
+    "_stitch_conv_out_size",
+    "_stitch_conv3",
+    "_STITCH_CONV_SHAPES",
+    "_stitch_conv_shape",
+    "_stitch_conv",
+)
 CUDNN_BUILD_HELPERS = ("_stitch_cudnn_paths",)
 FAMILY_WRITERS = {
     CONV: write_conv,

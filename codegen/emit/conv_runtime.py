@@ -34,6 +34,63 @@ def _stitch_conv3(values: tuple[int, ...] | list[int], fill: int) -> list[int]:
     return values + [fill] * (3 - len(values))
 
 
+# The shape-dependent part of a call, computed and checked once per (shapes, parameters, TF32 mode):
+# a convolution's Python used to cost 25-35 us of host time per call on an H100, as much as eager's
+# whole convolution forward, and every timed call of the harness waits for it (docs/convolutions.md).
+_STITCH_CONV_SHAPES: dict[tuple[object, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def _stitch_conv_shape(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    groups: int,
+    transposed: bool,
+    output_padding: tuple[int, ...],
+    act: int,
+    tf32: bool,
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(output shape, the launcher's integer arguments) of one call, after checking the operands."""
+    nd = len(x_shape) - 2
+    n, c = int(x_shape[0]), int(x_shape[1])
+    k = int(w_shape[1]) * groups if transposed else int(w_shape[0])
+    if c != (int(w_shape[0]) if transposed else int(w_shape[1]) * groups):
+        raise ValueError(f"conv: input has {c} channels, weight {tuple(w_shape)} with groups={groups}")
+    sizes = [
+        _stitch_conv_out_size(
+            int(x_shape[2 + i]),
+            int(w_shape[2 + i]),
+            padding[i],
+            stride[i],
+            dilation[i],
+            transposed,
+            output_padding[i],
+        )
+        for i in range(nd)
+    ]
+    if min(sizes, default=1) < 1:
+        raise ValueError(f"conv: output size {sizes} of input {tuple(x_shape)} is too small")
+    args = (
+        n,
+        c,
+        k,
+        *_stitch_conv3(x_shape[2:], 1),
+        *_stitch_conv3(w_shape[2:], 1),
+        *_stitch_conv3(sizes, 1),
+        *_stitch_conv3(padding, 0),
+        *_stitch_conv3(stride, 1),
+        *_stitch_conv3(dilation, 1),
+        nd,
+        groups,
+        int(transposed),
+        act,
+        int(tf32),
+    )
+    return (n, k, *sizes), args
+
+
 def _stitch_conv(
     x: torch.Tensor,
     w: torch.Tensor,
@@ -53,63 +110,34 @@ def _stitch_conv(
     PyTorch allows it for cuDNN (torch.backends.cudnn.allow_tf32, read at every call), so the math
     follows the harness's setting.
     """
-    nd = x.dim() - 2
     x = x.contiguous()
     w = w.contiguous()
-    n, c = int(x.shape[0]), int(x.shape[1])
-    k = int(w.shape[1]) * groups if transposed else int(w.shape[0])
-    if c != (int(w.shape[0]) if transposed else int(w.shape[1]) * groups):
-        raise ValueError(f"conv: input has {c} channels, weight {tuple(w.shape)} with groups={groups}")
-    sizes = [
-        _stitch_conv_out_size(
-            int(x.shape[2 + i]),
-            int(w.shape[2 + i]),
-            padding[i],
-            stride[i],
-            dilation[i],
-            transposed,
-            output_padding[i],
-        )
-        for i in range(nd)
-    ]
-    if min(sizes, default=1) < 1:
-        raise ValueError(f"conv: output size {sizes} of input {tuple(x.shape)} is too small")
-    y = torch.empty((n, k, *sizes), device=x.device, dtype=torch.float32)
+    tf32 = torch.backends.cudnn.allow_tf32
+    key = (x.shape, w.shape, stride, padding, dilation, groups, transposed, output_padding, act, tf32)
+    known = _STITCH_CONV_SHAPES.get(key)
+    if known is None:
+        known = _stitch_conv_shape(x.shape, w.shape, stride, padding, dilation, groups, transposed,
+                                   output_padding, act, tf32)  # fmt: skip
+        _STITCH_CONV_SHAPES[key] = known
+    shape, args = known
+    y = torch.empty(shape, device=x.device, dtype=torch.float32)
     if y.numel() == 0:
         return y
-    b = bias.contiguous() if bias is not None else None
-    r = residual.contiguous() if residual is not None else None
-    if r is not None and tuple(r.shape) != tuple(y.shape):
-        raise ValueError(f"conv: residual shape {tuple(r.shape)} differs from the output {tuple(y.shape)}")
+    b = bias.contiguous().data_ptr() if bias is not None else 0
+    r = 0
+    if residual is not None:
+        if residual.shape != y.shape:
+            raise ValueError(f"conv: residual shape {tuple(residual.shape)} differs from the output {shape}")
+        r = residual.contiguous().data_ptr()
     stream = _stitch_stream(y)
-    slot = (int(y.device.index or 0), int(stream))
+    slot = (y.device.index or 0, stream)
     workspace = _STITCH_CONV_WORKSPACES.get(slot)
     if workspace is None:
         workspace = torch.empty(0, device=y.device, dtype=torch.uint8)
-    operands = [
-        x.data_ptr(),
-        w.data_ptr(),
-        b.data_ptr() if b is not None else 0,
-        r.data_ptr() if r is not None else 0,
-        y.data_ptr(),
-        n,
-        c,
-        k,
-        *_stitch_conv3(x.shape[2:], 1),
-        *_stitch_conv3(w.shape[2:], 1),
-        *_stitch_conv3(sizes, 1),
-        *_stitch_conv3(padding, 0),
-        *_stitch_conv3(stride, 1),
-        *_stitch_conv3(dilation, 1),
-        nd,
-        groups,
-        int(transposed),
-        act,
-        int(torch.backends.cudnn.allow_tf32),
-    ]
-    wanted = _ext.conv(*operands, workspace.data_ptr(), workspace.numel(), stream)
+    pointers = (x.data_ptr(), w.data_ptr(), b, r, y.data_ptr())
+    wanted = _ext.conv(*pointers, *args, workspace.data_ptr(), workspace.numel(), stream)
     if wanted > workspace.numel():  # first call of a shape needing more: grow, then run
         workspace = torch.empty(wanted, device=y.device, dtype=torch.uint8)
         _STITCH_CONV_WORKSPACES[slot] = workspace
-        _ext.conv(*operands, workspace.data_ptr(), workspace.numel(), stream)
+        _ext.conv(*pointers, *args, workspace.data_ptr(), workspace.numel(), stream)
     return y

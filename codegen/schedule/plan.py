@@ -49,12 +49,13 @@ from tools.roofline import FALLBACK_GPU, KNOWN, speed_of_light
 # measured ceilings in tools.roofline), in fp32 without TF32, the precision the suite is held to.
 TARGET_CEILINGS = KNOWN[FALLBACK_GPU]
 LAUNCH_US = 5.0  # typical launch + Python dispatch cost of one kernel, microseconds
-# Host time of one group's call in our programs, each call after a synchronisation (H100, tenth session,
-# docs/benchmarks.md): about 20 us for our own kernels (a ReLU forward: 19-20 us), and a convolution's
-# legacy cuDNN call another 83-135 us on its own. A forward whose groups' host time exceeds its speed
-# of light is host-bound without a CUDA graph, however long its kernels.
+# Host time of one group's call in our programs, each call after a synchronisation (H100, tenth and
+# eleventh sessions, docs/benchmarks.md): about 20 us for our own kernels (a ReLU forward: 19-20 us), and a
+# convolution another 40 us or so (cuDNN's execution plans 7-30 us a call, the legacy call it replaced
+# 45-135 us). A forward whose groups' host time exceeds its speed of light is host-bound without a CUDA
+# graph, however long its kernels.
 GROUP_HOST_US = 20.0
-CONV_HOST_US = 100.0
+CONV_HOST_US = 40.0
 
 
 @dataclass

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# The measurement still owed before the suite, in one device call of about a minute: where a
-# convolution's host time goes with cuDNN's graph-API engines off and on. The tenth session's trace
-# put the legacy cuDNN call at 83-135 us of host time per call (eager's whole convolution forward:
-# 25-110 us, equal device times); the engines' execution plans may cost less. The two settings
-# alternate twice in one call, since the host's speed moved between calls there.
+# Where a convolution's host time goes, cuDNN's graph-API engines off and on (on by default since the
+# eleventh session: docs/convolutions.md), in one device call of about two minutes. The two settings
+# alternate twice in one call, since the host's speed moves between calls.
 #   CPU:    bash evals/device/next_probes.sh --write
 #   device: bash evals/device/next_probes.sh          (carry out/)
 # Prints, per run, the host-time table (ours, our C++, eager) and each extension's trace line (median
-# host time per phase, and the calls of each algorithm id: engines are <= -100).
+# host time per phase, and the calls of each algorithm id: engines are <= -100); the logs keep each
+# search's candidates (STITCH_CONV_SEARCH: device and host us per call) and engine lists.
 set -u
 if [ "${1:-}" = "--write" ]; then
     exec python -m evals.device.verify_probe --write out/probe-conv level1/15_Conv2d_Dilated \
@@ -20,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu
 for run in 1 2; do
     for engines in 0 1; do
         log="$out/host-engines$engines-run$run.log"
-        STITCHCUDA_CUDNN_ENGINES=$engines timeout 120 python3 -m evals.device.host_overhead out/probe-conv > "$log" 2>&1
+        STITCHCUDA_CUDNN_CACHE=off STITCHCUDA_CUDNN_ENGINES=$engines timeout 120 python3 -m evals.device.host_overhead out/probe-conv > "$log" 2>&1
         echo "=== engines $engines, run $run (exit $?)"
         grep -E "^\| level|STITCH_CONV_HOST_TRACE" "$log" | sed 's|STITCH_CONV_HOST_TRACE .*/stitch_|trace |'
     done

@@ -174,7 +174,7 @@ static void run(const StitchPoolShape& s, const float* x, float* y) {
     for (unsigned t = 0; t < 32; ++t) {
       blockIdx = {b, 1, 1};
       threadIdx = {t, 1, 1};
-      stitch_pool_kernel<MODE, KD, KH, KW, int, Load, Same>(Load{x}, y, s, Same{});
+      stitch_pool_kernel<MODE, KD, KH, KW, int, Load, Same>(Load{x}, y, s, stitch_pool_index(s), Same{});
     }
 }
 
@@ -274,3 +274,54 @@ def test_the_pool_kernel_matches_pytorch_with_baked_and_runtime_windows(
     out = subprocess.run([str(pool_emulator), *args], capture_output=True, text=True, timeout=60, check=True)
     got = torch.tensor([float(v) for v in out.stdout.split()]).view(y.shape)
     torch.testing.assert_close(got, y, atol=1e-6, rtol=1e-6)
+
+
+DIVIDER_EMULATION = (
+    POOL_EMULATION.split('#include "pool.cuh"')[0]
+    + r"""#include "pool.cuh"
+
+// argv: divisors, then numerators; prints the numerators whose quotient or remainder is wrong
+int main(int argc, char** argv) {
+  const int nd = atoi(argv[1]);
+  int bad = 0;
+  for (int i = 0; i < nd; ++i) {
+    const unsigned d = (unsigned)atoll(argv[2 + i]);
+    const StitchDivider v = stitch_divider(d);
+    for (int j = 2 + nd; j < argc; ++j) {
+      const int n = atoi(argv[j]);
+      int rem = -1;
+      const int q = stitch_divmod(n, v, rem);
+      if (q != n / (int)d || rem != n % (int)d) {
+        printf("%d / %u: %d rem %d\n", n, d, q, rem);
+        ++bad;
+      }
+    }
+  }
+  return bad == 0 ? 0 : 1;
+}
+"""
+)
+
+
+def test_the_index_divider_matches_integer_division(tmp_path: Path) -> None:
+    """The pool kernels' 32-bit dividers: quotient and remainder equal `/` and `%` for divisors from 1
+    to 2^31 - 1 (powers of two and their neighbours, primes, the suite's extents) and numerators up to
+    2^31 - 1."""
+    import random
+    import subprocess
+
+    from support.host_emulation import build_emulator
+
+    binary = build_emulator(tmp_path, DIVIDER_EMULATION)
+    rng = random.Random(0)
+    divisors = {1, 2, 3, 7, 255, 256, 257, 16382, 65535, 65536, 65537, 2**31 - 1, 2**30, 2**30 + 1}
+    divisors |= {2**k + o for k in range(1, 31) for o in (-1, 1)}
+    divisors |= {rng.randrange(1, 2**31) for _ in range(40)}
+    numerators = {0, 1, 2**31 - 1, 2**31 - 2, 2**30, 2**16 - 1, 2**16}
+    numerators |= {rng.randrange(0, 2**31) for _ in range(300)}
+    divs, nums = sorted(divisors), sorted(numerators)
+    done = subprocess.run(
+        [str(binary), str(len(divs)), *map(str, divs), *map(str, nums)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:]

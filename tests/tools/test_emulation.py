@@ -327,3 +327,10 @@ def test_the_conv_library_traces_its_host_time_per_phase_and_algorithm(tmp_path:
     calls = int(match.group(1))
     assert calls == 3 and float(match.group(4)) > 0.0
     assert sum(int(a.split("x")[1]) for a in match.group(5).split()) == calls
+    # The first call searched: one line per candidate, and the algorithm the calls ran was one of them.
+    searched = re.findall(
+        r"STITCH_CONV_SEARCH algo (-?\d+) fused (\d): device (-?[\d.]+) us, host ([\d.]+)", done.stderr
+    )
+    assert searched, done.stderr[-2000:]
+    ran = {a.split("x")[0] for a in match.group(5).split()}
+    assert ran <= {algo for algo, _, device, _ in searched if float(device) >= 0.0}

@@ -107,6 +107,12 @@ struct StitchConvTrace {
     call[phase] = t - *mark;
     *mark = t;
   }
+  // One timed candidate of a search, per call (device_us < 0: the gate rejected its result).
+  void candidate(int algo, int fused, float device_us, double host_us) const {
+    if (!on) return;
+    fprintf(stderr, "STITCH_CONV_SEARCH algo %d fused %d: device %.1f us, host %.1f us per call\n", algo, fused,
+            device_us, host_us);
+  }
   void done(int algo) {  // a call that ran (not one that only asked for a larger workspace)
     if (!on) return;
     for (int i = 0; i < 3; ++i) us[i].push_back((float)call[i]);
@@ -528,6 +534,15 @@ static bool stitch_conv_engines_ready(cudnnHandle_t h, StitchConvPlan* p, const 
   const bool items16 = (a.c * stitch_conv_volume(a.in, 3)) % 4 == 0 && (a.k * stitch_conv_volume(a.out, 3)) % 4 == 0;
   const cudnnStatus_t st = stitch_engines_build(h, a.transposed, d.nb, d.x, d.w, d.y, d.pad, d.stride, d.dil,
                                                 aligned16 && items16 ? 16 : 4, a.allow_tf32, &p->engines);
+  if (stitch_conv_trace().on && p->engines != nullptr) {
+    // Verdicts: -1 allowed, -2 unreadable notes, -3 compiles at run time, >= 0 the ruling numerical note.
+    std::string verdicts, finalized;
+    for (const int v : p->engines->verdicts) verdicts += " " + std::to_string(v);
+    for (const int f : p->engines->finalized) finalized += " " + std::to_string(f);
+    fprintf(stderr, "STITCH_CONV_ENGINES listed %lld, allowed %d, plans %zu; verdicts%s; plan status%s\n",
+            (long long)p->engines->listed, p->engines->allowed, p->engines->plans.size(), verdicts.c_str(),
+            finalized.c_str());
+  }
   return st == CUDNN_STATUS_SUCCESS && p->engines != nullptr;
 }
 
@@ -679,7 +694,7 @@ static std::string stitch_conv_key_text(const int64_t* key, int device, bool gem
     std::string name = prop.name;
     for (char& ch : name) ch = (ch == ' ' || ch == '\t') ? '_' : ch;
     char head[256];
-    snprintf(head, sizeof(head), "v3|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
+    snprintf(head, sizeof(head), "v4|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
     names[device] = head;
   }
   // With the graph-API engines switched on the candidates differ: their choices never answer a search
@@ -788,7 +803,10 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
           (void)cudaGetLastError();
           continue;
         }
-        if (gate && !(stitch_conv_normdiff(out, t.y, y_numel, acc, stream) <= tolerance)) continue;
+        if (gate && !(stitch_conv_normdiff(out, t.y, y_numel, acc, stream) <= tolerance)) {
+          stitch_conv_trace().candidate(c.algo, fused, -1.f, -1.0);  // rejected by the gate
+          continue;
+        }
         const double host0 = stitch_now_us();
         int run_err = (int)cudaEventRecord(e0, stream);
         for (int r = 0; r < STITCH_CONV_TIMED_RUNS && run_err == 0; ++r) {
@@ -807,6 +825,8 @@ static int stitch_conv_search(cudnnHandle_t h, StitchConvPlan* p, const StitchCo
         // synchronisation (each timed call of the strict harness and of KernelBench's) waits for both,
         // and cuDNN's per-call host work differs by path (the legacy call 83-135 us on an H100).
         const float score = ms + (float)host_ms;
+        stitch_conv_trace().candidate(c.algo, fused, ms * 1000.f / STITCH_CONV_TIMED_RUNS,
+                                      host_ms * 1000.0 / STITCH_CONV_TIMED_RUNS);
         if (best < 0 || score < best_ms) {
           best_ms = score;
           best = (int)i;

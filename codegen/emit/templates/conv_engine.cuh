@@ -12,7 +12,8 @@
 // down-converting, FFT, Winograd and non-deterministic engines are left out when TF32 is not allowed, and
 // engines that compile at run time always.
 //
-// Off unless STITCHCUDA_CUDNN_ENGINES=1 (measured before it becomes the default: docs/benchmarks.md).
+// On unless STITCHCUDA_CUDNN_ENGINES=0. An engine's execution plan runs in 7-14 us of host time per call
+// against 45-110 us for a legacy call on an H100 (docs/convolutions.md), at equal device times.
 // Forward convolutions run the forward operation, transposed ones the backward-data operation.
 #include <cudnn.h>
 
@@ -30,7 +31,7 @@ static bool stitch_engines_enabled() {
   static int enabled = -1;
   if (enabled < 0) {
     const char* env = getenv("STITCHCUDA_CUDNN_ENGINES");
-    enabled = env != nullptr && strcmp(env, "1") == 0;
+    enabled = env == nullptr || strcmp(env, "0") != 0;
   }
   return enabled == 1;
 }
@@ -40,8 +41,13 @@ static bool stitch_is_engine_algo(int algo) { return algo <= STITCH_ENGINE_FIRST
 // The built graph of one convolution (one batch chunk size) and an execution plan per usable configuration.
 struct StitchConvEngines {
   std::vector<cudnnBackendDescriptor_t> owned;  // every descriptor to destroy, in creation order
-  std::vector<cudnnBackendDescriptor_t> plans;  // by heuristic index; nullptr where the plan did not build
+  std::vector<cudnnBackendDescriptor_t> plans;  // the usable ones, in the heuristics' order
   std::vector<int64_t> workspace;
+  // For the trace (STITCHCUDA_CONV_HOST_TRACE): what the heuristics listed and what became of it.
+  int64_t listed = 0;
+  int allowed = 0;
+  std::vector<int> verdicts;   // per configuration read: stitch_engine_verdict
+  std::vector<int> finalized;  // per allowed configuration: the plan's status
 };
 
 static void stitch_engines_release(StitchConvEngines* e) {
@@ -84,26 +90,37 @@ static cudnnStatus_t stitch_engine_tensor(StitchConvEngines* e, int64_t uid, int
 // Whether the search may try an engine configuration: never one that compiles a kernel at run time (NVRTC:
 // seconds per shape inside a verification), and without TF32 only engines whose numerical notes keep plain
 // fp32 results (no tensor cores, down-converted inputs, reduced-precision reductions, FFT, Winograd or
-// non-determinism).
-static bool stitch_engine_allowed(cudnnBackendDescriptor_t config, int tf32) {
+// non-determinism). Returns STITCH_ENGINE_OK, or why not: STITCH_ENGINE_UNREADABLE, STITCH_ENGINE_COMPILES,
+// or the numerical note (>= 0) that rules it out.
+#define STITCH_ENGINE_OK (-1)
+#define STITCH_ENGINE_UNREADABLE (-2)
+#define STITCH_ENGINE_COMPILES (-3)
+static int stitch_engine_verdict(cudnnBackendDescriptor_t config, int tf32) {
   cudnnBackendDescriptor_t engine = nullptr;
-  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return false;
+  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS)
+    return STITCH_ENGINE_UNREADABLE;
+  int verdict = STITCH_ENGINE_OK;
   int64_t got = 0;
-  bool allowed = cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
-                                          &engine) == CUDNN_STATUS_SUCCESS &&
-                 got == 1;
+  if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &engine) !=
+          CUDNN_STATUS_SUCCESS ||
+      got != 1)
+    verdict = STITCH_ENGINE_UNREADABLE;
   cudnnBackendBehaviorNote_t behaviour[16];
   int64_t count = 0;
-  allowed = allowed && cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 16,
-                                                &count, behaviour) == CUDNN_STATUS_SUCCESS;
-  for (int64_t i = 0; allowed && i < count && i < 16; ++i) allowed = behaviour[i] != CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+  if (verdict == STITCH_ENGINE_OK && cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                                              CUDNN_TYPE_BEHAVIOR_NOTE, 16, &count,
+                                                              behaviour) != CUDNN_STATUS_SUCCESS)
+    verdict = STITCH_ENGINE_UNREADABLE;
+  for (int64_t i = 0; verdict == STITCH_ENGINE_OK && i < count && i < 16; ++i) {
+    if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) verdict = STITCH_ENGINE_COMPILES;
+  }
   cudnnBackendNumericalNote_t notes[16];
   count = 0;
-  if (allowed && !tf32) {
-    allowed = cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 16, &count,
-                                       notes) == CUDNN_STATUS_SUCCESS;
-  }
-  for (int64_t i = 0; allowed && !tf32 && i < count && i < 16; ++i) {
+  if (verdict == STITCH_ENGINE_OK && !tf32 &&
+      cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 16, &count,
+                               notes) != CUDNN_STATUS_SUCCESS)
+    verdict = STITCH_ENGINE_UNREADABLE;
+  for (int64_t i = 0; verdict == STITCH_ENGINE_OK && !tf32 && i < count && i < 16; ++i) {
     switch (notes[i]) {
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
       case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
@@ -114,14 +131,14 @@ static bool stitch_engine_allowed(cudnnBackendDescriptor_t config, int tf32) {
       case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
       case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
       case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13:
-        allowed = false;
+        verdict = (int)notes[i];
         break;
       default:
         break;
     }
   }
   cudnnBackendDestroyDescriptor(engine);
-  return allowed;
+  return verdict;
 }
 
 // Build the operation graph of y = conv(x, w), or of y = conv_transpose(x, w) when `transposed` (nb-dim packed
@@ -197,33 +214,40 @@ static cudnnStatus_t stitch_engines_build(cudnnHandle_t h, int transposed, int n
     stitch_engines_release(e);
     return st;
   }
-  const int64_t count = listed < STITCH_ENGINE_MAX ? listed : STITCH_ENGINE_MAX;
-  std::vector<cudnnBackendDescriptor_t> configs((size_t)(count > 0 ? count : 1), nullptr);
-  for (int64_t i = 0; i < count && st == CUDNN_STATUS_SUCCESS; ++i)
+  e->listed = listed;
+  // Every listed configuration is read: without TF32 the heuristics put the tensor-core ones first (on an
+  // H100 none of the first 12 of 35-37 was allowed), and the plain fp32 ones eager runs come later.
+  std::vector<cudnnBackendDescriptor_t> configs((size_t)(listed > 0 ? listed : 1), nullptr);
+  for (int64_t i = 0; i < listed && st == CUDNN_STATUS_SUCCESS; ++i)
     st = stitch_engine_new(e, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &configs[(size_t)i]);
   int64_t got = 0;
-  if (st == CUDNN_STATUS_SUCCESS && count > 0)
-    st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+  if (st == CUDNN_STATUS_SUCCESS && listed > 0)
+    st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, listed, &got,
                                   configs.data());
   if (st != CUDNN_STATUS_SUCCESS) {
     stitch_engines_release(e);
     return st;
   }
-  for (int64_t i = 0; i < got; ++i) {
+  // The first STITCH_ENGINE_MAX allowed configurations whose plans build, in the heuristics' order (a
+  // deterministic list for one cuDNN, GPU and shape: the disk cache stores their index).
+  for (int64_t i = 0; i < got && (int)e->plans.size() < STITCH_ENGINE_MAX; ++i) {
+    const int verdict = stitch_engine_verdict(configs[(size_t)i], tf32);
+    e->verdicts.push_back(verdict);
+    if (verdict != STITCH_ENGINE_OK) continue;
+    ++e->allowed;
     cudnnBackendDescriptor_t plan = nullptr;
-    int64_t bytes = 0;
-    bool ok = stitch_engine_allowed(configs[(size_t)i], tf32);
-    ok = ok && stitch_engine_new(e, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) == CUDNN_STATUS_SUCCESS;
-    ok = ok && cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) ==
-                   CUDNN_STATUS_SUCCESS;
-    ok = ok && cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                        &configs[(size_t)i]) == CUDNN_STATUS_SUCCESS;
-    ok = ok && cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS;  // an engine that cannot run this shape fails here
-    int64_t n_bytes = 0;
-    ok = ok && cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n_bytes,
-                                        &bytes) == CUDNN_STATUS_SUCCESS;
-    e->plans.push_back(ok ? plan : nullptr);
-    e->workspace.push_back(ok ? bytes : 0);
+    int64_t bytes = 0, n_bytes = 0;
+    cudnnStatus_t ps = stitch_engine_new(e, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+    stitch_engine_set(&ps, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    stitch_engine_set(&ps, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                      &configs[(size_t)i]);
+    if (ps == CUDNN_STATUS_SUCCESS) ps = cudnnBackendFinalize(plan);  // an engine that cannot run this shape fails here
+    if (ps == CUDNN_STATUS_SUCCESS)
+      ps = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n_bytes, &bytes);
+    e->finalized.push_back((int)ps);
+    if (ps != CUDNN_STATUS_SUCCESS) continue;
+    e->plans.push_back(plan);
+    e->workspace.push_back(bytes);
   }
   *out = e;
   return CUDNN_STATUS_SUCCESS;

@@ -24,15 +24,63 @@ __device__ __forceinline__ void stitch_adaptive_window(int64_t o, int64_t in, in
   end = ((o + 1) * in + out - 1) / out;
 }
 
-// Output element e's coordinates (od, oh, ow) and the offset of its plane's first input element.
+// Division of 32-bit indices below 2^31 by a divisor fixed for the launch, as a multiply-high, an add and
+// a shift (Granlund and Montgomery's method, the form with a 33-bit magic split into m + 2^32): a thread
+// per output spends most of its instructions on the four divisions that locate its output otherwise, and
+// a pool with overlapping windows is issue-bound before it is memory-bound (docs/operators.md).
+struct StitchDivider {
+  unsigned d, m, shift;
+};
+
+static inline StitchDivider stitch_divider(unsigned d) {
+  unsigned shift = 0;
+  while (shift < 32 && (1ull << shift) < d) ++shift;
+  const unsigned m = (unsigned)(((1ull << 32) * ((1ull << shift) - d)) / d + 1);
+  return StitchDivider{d, m, shift};
+}
+
+__device__ __forceinline__ unsigned stitch_mulhi32(unsigned a, unsigned b) {
+#ifdef __CUDA_ARCH__
+  return __umulhi(a, b);
+#else
+  return (unsigned)(((unsigned long long)a * b) >> 32);
+#endif
+}
+
+// n / d and n % d for 0 <= n < 2^31.
+__device__ __forceinline__ int stitch_divmod(int n, const StitchDivider& v, int& rem) {
+  const unsigned q = (stitch_mulhi32((unsigned)n, v.m) + (unsigned)n) >> v.shift;
+  rem = n - (int)(q * v.d);
+  return (int)q;
+}
+
+// The dividers of an output index: by ow, oh and od.
+struct StitchPoolIndex {
+  StitchDivider ow, oh, od;
+};
+
+static inline StitchPoolIndex stitch_pool_index(const StitchPoolShape& s) {
+  return StitchPoolIndex{stitch_divider((unsigned)s.ow), stitch_divider((unsigned)s.oh), stitch_divider((unsigned)s.od)};
+}
+
+// Output element e's coordinates (od, oh, ow) and the offset of its plane's first input element. 32-bit
+// indices divide through the launch's dividers (valid below 2^31: the launcher takes this path only then).
 template <class I>
-__device__ __forceinline__ void stitch_pool_output(I e, const StitchPoolShape& s, I& od, I& oh, I& ow, I& xp) {
-  ow = e % (I)s.ow;
-  I t = e / (I)s.ow;
-  oh = t % (I)s.oh;
-  t /= (I)s.oh;
-  od = t % (I)s.od;
-  xp = (t / (I)s.od) * (I)s.id * (I)s.ih * (I)s.iw;
+__device__ __forceinline__ void stitch_pool_output(I e, const StitchPoolShape& s, const StitchPoolIndex& ix, I& od,
+                                                   I& oh, I& ow, I& xp) {
+  if constexpr (sizeof(I) == 4) {
+    int t = stitch_divmod((int)e, ix.ow, ow);
+    t = stitch_divmod(t, ix.oh, oh);
+    t = stitch_divmod(t, ix.od, od);
+    xp = (I)t * (I)s.id * (I)s.ih * (I)s.iw;
+  } else {
+    ow = e % (I)s.ow;
+    I t = e / (I)s.ow;
+    oh = t % (I)s.oh;
+    t /= (I)s.oh;
+    od = t % (I)s.od;
+    xp = (t / (I)s.od) * (I)s.id * (I)s.ih * (I)s.iw;
+  }
 }
 
 // The window extent along one dim: the compile-time K when the launcher baked one in (K > 0), else the
@@ -44,7 +92,7 @@ __device__ __forceinline__ int stitch_pool_extent(int runtime) {
 }
 
 template <int MODE, int KD, int KH, int KW, class I, class Pro, class Epi>
-__global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, Epi epi) {
+__global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, StitchPoolIndex ix, Epi epi) {
   // I: the index type, int when every input and output index fits (the launcher checks), which
   // makes the per-element divisions and window arithmetic 32-bit; int64_t otherwise.
   const I od_n = (I)s.od, oh_n = (I)s.oh, ow_n = (I)s.ow, id_n = (I)s.id, ih_n = (I)s.ih, iw_n = (I)s.iw;
@@ -53,7 +101,7 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
   const int kd = stitch_pool_extent<KD>(s.kd), kh = stitch_pool_extent<KH>(s.kh), kw = stitch_pool_extent<KW>(s.kw);
   for (I e = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; e < total; e += step) {
     I od, oh, ow, xp;  // xp: the plane's first input element
-    stitch_pool_output(e, s, od, oh, ow, xp);
+    stitch_pool_output(e, s, ix, od, oh, ow, xp);
     float v;
     if (MODE == 2 || MODE == 3) {
       int64_t d0, d1, h0, h1, w0, w1;
@@ -133,14 +181,15 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
 // one thread per output would read one element from each of 32 rows 32 floats apart. The lanes'
 // partial sums (maxima) combine in a warp tree.
 template <int MODE, class I, class Pro, class Epi>
-__global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, Epi epi) {
+__global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, StitchPoolIndex ix,
+                                                 Epi epi) {
   const I od_n = (I)s.od, oh_n = (I)s.oh, ow_n = (I)s.ow, ih_n = (I)s.ih, iw_n = (I)s.iw;
   const I total = (I)s.planes * od_n * oh_n * ow_n;
   const int lane = threadIdx.x & 31;
   const I warps = (I)gridDim.x * (I)(blockDim.x / 32);
   for (I e = (I)blockIdx.x * (I)(blockDim.x / 32) + (I)(threadIdx.x / 32); e < total; e += warps) {
     I od, oh, ow, xp;
-    stitch_pool_output(e, s, od, oh, ow, xp);
+    stitch_pool_output(e, s, ix, od, oh, ow, xp);
     int64_t d0, d1, h0, h1, w0, w1;
     stitch_adaptive_window(od, s.id, s.od, d0, d1);
     stitch_adaptive_window(oh, s.ih, s.oh, h0, h1);
@@ -198,20 +247,21 @@ int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, Stitch
   // 32-bit indices when every index (and a grid-stride step past the end) stays below 2^31.
   const int64_t reach = work + (int64_t)grid * c.threads;
   const bool narrow = inputs < (1LL << 31) && reach < (1LL << 31);
+  const StitchPoolIndex ix = stitch_pool_index(s);  // used by the 32-bit (narrow) kernels
   if constexpr (MODE == 2 || MODE == 3) {  // fixed windows never instantiate the warp kernel
     if (warp) {
       if (narrow) {
-        stitch_pool_adaptive_warp_kernel<MODE, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+        stitch_pool_adaptive_warp_kernel<MODE, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi);
       } else {
-        stitch_pool_adaptive_warp_kernel<MODE, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+        stitch_pool_adaptive_warp_kernel<MODE, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi);
       }
       return (int)cudaGetLastError();
     }
   }
   if (narrow) {
-    stitch_pool_kernel<MODE, KD, KH, KW, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+    stitch_pool_kernel<MODE, KD, KH, KW, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi);
   } else {
-    stitch_pool_kernel<MODE, KD, KH, KW, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, epi);
+    stitch_pool_kernel<MODE, KD, KH, KW, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi);
   }
   return (int)cudaGetLastError();
 }
