@@ -88,13 +88,18 @@ class CudaUnit:
             section.groups.append(group)
         return name
 
-    def launcher(self, prefix: str, params: list[tuple[str, str]], body_template: str, group: str) -> str:
-        """Define `extern "C" int stitch_<name>(params, stream) { body }` and register it for binding."""
+    def launcher(
+        self, prefix: str, params: list[tuple[str, str]], body_template: str, group: str, result: str = ""
+    ) -> str:
+        """Define `extern "C" int stitch_<name>(params, stream) { body }` and register it for binding;
+        with `result` (a C type) the body also gets `result* result`, which Python receives."""
         signature = ", ".join(f"{ctype} {pname}" for ctype, pname in params)
+        if result:
+            signature += f", {result}* result"
         template = f'extern "C" int stitch_{NAME_PLACEHOLDER}({signature}, cudaStream_t stream) {{\n{body_template}\n}}\n'
         name = self.define(prefix, template, group)
         if name not in self.launchers:
-            self.launchers[name] = Launcher(name=name, params=list(params))
+            self.launchers[name] = Launcher(name=name, params=list(params), result=result)
         if group not in self.launchers[name].groups:
             self.launchers[name].groups.append(group)
         return name

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from codegen.emit.chain import ChainOp, Token, build_chain, spec_ops
+from codegen.emit.functors import epi_functor
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
+from codegen.emit.row_io import functor_init, prefixed
 from codegen.schedule.fusion import Group
 
 GN_STATS_PARAMS: list[tuple[str, str]] = [
@@ -58,15 +60,16 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         f"groups = {groups}",
         "seg = math.prod(p_shape[1:]) // groups",
         f"stream = _stitch_stream({x})",
-        f"sums = torch.zeros(2, n * groups, device={x}.device, dtype=torch.float64)",
-        f"mean = torch.empty(n, c, device={x}.device, dtype=torch.float32)",
-        f"scale = torch.empty(n, c, device={x}.device, dtype=torch.float32)",
     ]
     if args.get("weight") is not None:
         helper.lines += [f"gamma = {helper.ref(args['weight'])}.contiguous()", "gamma_ptr = gamma.data_ptr()"]
     else:
         helper.lines.append("gamma_ptr = 0")
+    three_kernels_from = len(helper.lines)
     helper.lines += [
+        f"sums = torch.zeros(2, n * groups, device={x}.device, dtype=torch.float64)",
+        f"mean = torch.empty(n, c, device={x}.device, dtype=torch.float32)",
+        f"scale = torch.empty(n, c, device={x}.device, dtype=torch.float32)",
         f"{stats}sums[0].data_ptr(), sums[1].data_ptr(), n * groups, seg, stream)",
         "_ext.gn_finalize(sums[0].data_ptr(), sums[1].data_ptr(), gamma_ptr, mean.data_ptr(), scale.data_ptr(),"
         f" n, c, groups, float(seg), {float(args['eps'])!r}, stream)",
@@ -83,7 +86,63 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     if not prologue:
         helper.locals[args["input"]] = "x"
     helper.returns = writer._ew_call(helper, chain, group.outputs, group, "e_", None)
-    return "gn_stats+ew" + ("_prologue" if prologue else "") + ("_epilogue" if group.epilogue else ""), 3
+    template = "gn_stats+ew" + ("_prologue" if prologue else "") + ("_epilogue" if group.epilogue else "")
+    result = group.epilogue[-1].node if group.epilogue else anchor.node
+    if not prologue and list(group.outputs) == [result]:
+        three_kernels = helper.lines[three_kernels_from:]
+        del helper.lines[three_kernels_from:]
+        _one_pass_first(writer, group, helper, three_kernels)
+    return template, 3
+
+
+def _one_pass_first(writer: GroupWriter, group: Group, helper: Helper, three_kernels: list[str]) -> None:
+    """Emit the one-pass kernel (templates/groupnorm.cuh: a block per slab, the slab's head kept in shared
+    memory) ahead of the statistics + elementwise path, which runs when the launch knob `onepass` is 0
+    or the launcher finds the slabs unfit (fewer than one per SM, tails too large for L2)."""
+    anchor = group.anchor
+    assert anchor is not None
+    args = anchor.args
+    epi_chain = build_chain(
+        writer.classifier, spec_ops(group.epilogue), writer.shape(anchor.node), seed=anchor.node
+    )
+    result = group.epilogue[-1].node if group.epilogue else anchor.node
+    epi = epi_functor(writer.unit, epi_chain, result, group.id)
+    epi_fields = prefixed(epi_chain.fields(), "o_") if epi_chain.ops else []
+    params = [("const float*", "x"), ("float*", "y"), ("const float*", "gamma"), ("const float*", "beta")]
+    params += [("int64_t", "rows"), ("int64_t", "seg"), ("int64_t", "hw"), ("int64_t", "groups")]
+    params += [("float", "eps"), *epi_fields, ("int", "threads")]
+    body = "\n".join(
+        [
+            "  const StitchInput pro{x};",
+            functor_init(epi, "epi", epi_chain.fields(), "o_"),
+            "  return stitch_gn_onepass_run(pro, epi, y, gamma, beta, rows, seg, hw, groups, eps, threads, result,"
+            " stream);",
+        ]
+    )
+    launcher = writer.unit.launcher("gn_onepass", params, body, group.id, result="int64_t")
+    out = helper.returns[0]
+    lines = [
+        "y1 = torch.empty(p_shape, device=x.device, dtype=torch.float32)",
+        f"beta_ptr = {helper.ref(args['bias'])}.contiguous().data_ptr()"
+        if args.get("bias") is not None
+        else "beta_ptr = 0",
+        "hw = math.prod(p_shape[2:])",
+    ]
+    call = ["x.data_ptr()", "y1.data_ptr()", "gamma_ptr", "beta_ptr", "n * groups", "seg", "hw", "groups"]
+    call.append(repr(float(args["eps"])))
+    if epi_chain.ops:
+        lines.append("y1_shape = p_shape")
+        mark = len(helper.lines)
+        helper.prepare_chain(epi_chain, "o_", "y1_shape", False)
+        lines += helper.lines[mark:]
+        del helper.lines[mark:]
+        call += helper.chain_args(epi_chain, "o_")
+    call += [helper.knob("onepass.threads", 0), "stream"]
+    lines.append(f"{out} = y1 if _ext.{launcher}({', '.join(call)}) else None")
+    helper.lines += [f"{out} = None", f"if {helper.knob('onepass', 1)}:"]
+    helper.lines += ["    " + line for line in lines]
+    helper.lines.append(f"if {out} is None:")
+    helper.lines += ["    " + line.replace("\n", "\n    ") for line in three_kernels]
 
 
 def _prologue_stats(

@@ -334,3 +334,75 @@ def test_the_conv_library_traces_its_host_time_per_phase_and_algorithm(tmp_path:
     assert searched, done.stderr[-2000:]
     ran = {a.split("x")[0] for a in match.group(5).split()}
     assert ran <= {algo for algo, _, device, _ in searched if float(device) >= 0.0}
+
+
+GN_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(4, 16)
+        self.inorm = nn.InstanceNorm2d(8)
+        nn.init.normal_(self.gn.weight)
+        nn.init.normal_(self.gn.bias)
+
+    def forward(self, a, b, c):
+        return torch.relu(self.gn(a)) * 2.0, self.inorm(b), self.gn(c)
+
+
+def get_inputs():
+    return [torch.randn(4, 16, 10, 12) * 3 + 1, torch.rand(3, 8, 256, 260), torch.randn(2, 16, 5, 7)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class _Recorder:
+    """The program's extension, with the one-pass launcher's answers recorded."""
+
+    def __init__(self, ext: Any) -> None:
+        self.ext, self.answers = ext, []
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(self.ext, name)
+        if not name.startswith("gn_onepass"):
+            return function
+
+        def call(*args: Any) -> Any:
+            self.answers.append(function(*args))
+            return self.answers[-1]
+
+        return call
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("onepass", [1, 0])
+def test_group_and_instance_norm_in_one_pass_match_the_reference(tmp_path: Path, onepass: int) -> None:
+    """The one-pass kernel (a block per slab, the head in shared memory, the tail read again) and the
+    statistics + elementwise path give PyTorch's result: vector and scalar slabs, an epilogue, a slab
+    longer than the shared-memory head; with the knob at 0 the one-pass launcher is never called."""
+    problem = tmp_path / "norms.py"
+    problem.write_text(GN_PROBLEM)
+    namespace = load_program(_program(problem))
+    for group in namespace["STITCH_LAUNCH"]:
+        if "onepass" in namespace["STITCH_LAUNCH"][group]:
+            namespace["stitch_set_launch"](group, "onepass", onepass)
+    recorder = _Recorder(namespace["_ext"])
+    namespace["_ext"] = recorder
+    reference: dict[str, Any] = runpy.run_path(str(problem))
+    torch.manual_seed(0)
+    model = reference["Model"]()
+    torch.manual_seed(0)
+    ours = namespace["ModelNew"]()
+    torch.manual_seed(1)
+    inputs = reference["get_inputs"]()
+    with torch.no_grad():
+        expected, got = model(*inputs), ours(*inputs)
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert torch.allclose(g, e, atol=1e-5, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"
+    assert recorder.answers == ([1, 1, 1] if onepass else [])

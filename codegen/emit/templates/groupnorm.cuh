@@ -127,4 +127,118 @@ extern "C" int stitch_gn_finalize(const double* sum, const double* sumsq, const 
                                                           eps);
   return (int)cudaGetLastError();
 }
+// ---- one pass per slab (the group's `onepass` launch knob) ----------------------------------------------
+// Slabs of at least one per SM: one persistent block per SM takes a slab at a time, sums it (double), and
+// writes (x - mean) * scale[c] + beta[c] through the group's epilogue. The slab's head (`cached` floats, a
+// multiple of 4) stays in opt-in shared memory and its tail is read again while it is still in L2 (the
+// launcher checks that the tails in flight fit), so DRAM sees the input once where the statistics,
+// finalize and elementwise kernels read it twice (lib softmax's long-row kernel does the same).
+#define STITCH_GN_ONEPASS_CHANNELS 1024  // channels per group the per-channel scale and shift slots hold
+
+template <class Pro, class Epi>
+__global__ void __launch_bounds__(1024) stitch_gn_onepass_kernel(Pro pro, Epi epi, float* y, const float* gamma,
+                                                                 const float* beta, int64_t rows, int64_t seg,
+                                                                 int64_t hw, int64_t groups, int64_t cached, float eps,
+                                                                 int vec) {
+  extern __shared__ float stitch_gn_head[];
+  __shared__ double red[32];
+  __shared__ float scale_c[STITCH_GN_ONEPASS_CHANNELS];
+  __shared__ float shift_c[STITCH_GN_ONEPASS_CHANNELS];
+  const int64_t cpg = seg / hw;  // channels per group
+  const int64_t step = (vec ? 4 : 1) * (int64_t)blockDim.x;
+  const int64_t start = (vec ? 4 : 1) * (int64_t)threadIdx.x;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * seg;
+    double s = 0.0;
+    double q = 0.0;
+    const auto take = [&](const float* t, int64_t j, int n) {
+      for (int k = 0; k < n; ++k) {
+        if (j + k < cached) stitch_gn_head[j + k] = t[k];
+        const double a = (double)t[k];
+        s += a;
+        q += a * a;
+      }
+    };
+    if (vec) {
+      stitch_sweep<4, 4>(pro, nullptr, base, start, seg, step, [&](const float* t, int64_t j) { take(t, j, 4); });
+    } else {
+      stitch_sweep<4, 1>(pro, nullptr, base, start, seg, step, [&](const float* t, int64_t j) { take(t, j, 1); });
+    }
+    s = stitch_block_reduce(s, StitchSumOp(), 0.0, red);
+    q = stitch_block_reduce(q, StitchSumOp(), 0.0, red);
+    // The finalize kernel's arithmetic, so both paths give the same mean and scale.
+    const double mean = s / (double)seg;
+    double var = q / (double)seg - mean * mean;
+    if (var < 0.0) var = 0.0;
+    const float mean_f = (float)mean;
+    const int64_t g = row % groups;
+    for (int64_t k = threadIdx.x; k < cpg; k += blockDim.x) {
+      const int64_t c = g * cpg + k;
+      const double w = gamma != nullptr ? (double)gamma[c] : 1.0;
+      scale_c[k] = (float)(w / sqrt(var + (double)eps));
+      shift_c[k] = beta != nullptr ? beta[c] : 0.f;
+    }
+    __syncthreads();  // the scales are written, the head is complete
+    for (int64_t j = start; j < seg; j += step) {
+      float t[4];
+      const int n = vec ? 4 : 1;
+      if (j < cached) {
+        for (int k = 0; k < n; ++k) t[k] = stitch_gn_head[j + k];
+      } else if (vec) {
+        pro.load4(base + j, t);  // the tail, from L2
+      } else {
+        t[0] = pro.load(base + j);
+      }
+      const int64_t k = cpg == 1 ? 0 : j / hw;  // vec: hw % 4 == 0, so the four share a channel
+      const float scale = scale_c[k], shift = shift_c[k];
+      float out[4];
+      for (int u = 0; u < n; ++u) {
+        const float v = (t[u] - mean_f) * scale;
+        out[u] = epi.apply(beta != nullptr ? v + shift : v, base + j + u);
+      }
+      if (vec) {
+        stitch_st4(y + base + j, out);
+      } else {
+        y[base + j] = out[0];
+      }
+    }
+    __syncthreads();  // the next slab overwrites the head and the scales
+  }
+}
+
+// Launches the one-pass kernel when the slabs qualify (*launched = 1); nothing otherwise (*launched = 0),
+// and the caller takes the statistics + elementwise path.
+template <class Pro, class Epi>
+static int stitch_gn_onepass_run(const Pro& pro, const Epi& epi, float* y, const float* gamma, const float* beta,
+                                 int64_t rows, int64_t seg, int64_t hw, int64_t groups, float eps, int knob_threads,
+                                 int64_t* launched, cudaStream_t stream) {
+  *launched = 0;
+  if (rows <= 0 || seg <= 0 || hw <= 0 || seg % hw != 0 || seg / hw > STITCH_GN_ONEPASS_CHANNELS) return 0;
+  const int64_t optin = stitch_device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(232448);
+  // Static slots: the scales and shifts (8 KiB) and the reduction's 256 bytes, with 1 KiB to spare.
+  int64_t cached = (optin - 9472) / (int64_t)sizeof(float);
+  cached = (cached < seg ? cached : seg) & ~3LL;
+  if (cached < 0) cached = 0;
+  if (!stitch_rows_stay_in_l2(rows, (seg - cached) * (int64_t)sizeof(float))) return 0;
+  const size_t smem = (size_t)cached * sizeof(float);
+  static size_t granted[64] = {0};  // the opt-in, per device, once per instantiation
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaGetLastError();
+  if (granted[dev] < smem) {
+    if (cudaFuncSetAttribute(stitch_gn_onepass_kernel<Pro, Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    granted[dev] = smem;
+  }
+  const int vec = hw % 4 == 0 && pro.vec_ok() && stitch_aligned16(y);
+  const int threads = stitch_threads_or(knob_threads, 1024);
+  const int64_t sms = stitch_sm_count();
+  const unsigned grid = (unsigned)(rows < sms ? rows : sms);
+  stitch_gn_onepass_kernel<Pro, Epi><<<grid, threads, smem, stream>>>(pro, epi, y, gamma, beta, rows, seg, hw, groups,
+                                                                      cached, eps, vec);
+  *launched = 1;
+  return (int)cudaGetLastError();
+}
 #endif  // STITCH_HOST_EMULATION
