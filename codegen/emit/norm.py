@@ -4,7 +4,7 @@ templates/groupnorm.cuh sums each (sample, group) slab in double and turns the s
 per-(sample, channel) mean and scale (rstd x gamma); the normalisation `(x - mean) * scale + beta`
 is the elementwise `bn_affine` op, so the group's epilogue fuses into that single pass. A group with
 a prologue (the chain before it, or a conv's epilogue and bias) applies it on load in both passes,
-so its result is never written.
+so its result is never written. Where the slabs fit, one kernel does it all first (`_one_pass_first`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from codegen.emit.chain import ChainOp, Token, build_chain, spec_ops
 from codegen.emit.functors import epi_functor
 from codegen.emit.helper import Helper
-from codegen.emit.kernels import GroupWriter
+from codegen.emit.kernels import GroupWriter, Load
 from codegen.emit.row_io import functor_init, prefixed
 from codegen.schedule.fusion import Group
 
@@ -50,8 +50,9 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     ones = ", 1" * (len(writer.shape(anchor.node)) - 2)
     groups = "c" if args["groups"] is None else str(args["groups"])
     prologue = writer.prologue_ops(group, helper)  # applied by both passes
+    load: Load | None = None
     if prologue:
-        stats, x = _prologue_stats(writer, group, helper, prologue)
+        stats, x, load = _prologue_stats(writer, group, helper, prologue)
     else:
         helper.lines += [f"x = {helper.ref(args['input'])}.contiguous()", "p_shape = tuple(x.shape)"]
         stats, x = "_ext.gn_stats(x.data_ptr(), ", "x"
@@ -88,17 +89,20 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     helper.returns = writer._ew_call(helper, chain, group.outputs, group, "e_", None)
     template = "gn_stats+ew" + ("_prologue" if prologue else "") + ("_epilogue" if group.epilogue else "")
     result = group.epilogue[-1].node if group.epilogue else anchor.node
-    if not prologue and list(group.outputs) == [result]:
+    if list(group.outputs) == [result]:
         three_kernels = helper.lines[three_kernels_from:]
         del helper.lines[three_kernels_from:]
-        _one_pass_first(writer, group, helper, three_kernels)
+        _one_pass_first(writer, group, helper, three_kernels, load, x)
     return template, 3
 
 
-def _one_pass_first(writer: GroupWriter, group: Group, helper: Helper, three_kernels: list[str]) -> None:
+def _one_pass_first(
+    writer: GroupWriter, group: Group, helper: Helper, three_kernels: list[str], load: Load | None, x: str
+) -> None:
     """Emit the one-pass kernel (templates/groupnorm.cuh: a block per slab, the slab's head kept in shared
     memory) ahead of the statistics + elementwise path, which runs when the launch knob `onepass` is 0
-    or the launcher finds the slabs unfit (fewer than one per SM, tails too large for L2)."""
+    or the launcher finds the slabs unfit (fewer than one per SM, tails too large for L2). It loads
+    through the group's prologue (`load`) when there is one, else the input `x` itself."""
     anchor = group.anchor
     assert anchor is not None
     args = anchor.args
@@ -108,12 +112,13 @@ def _one_pass_first(writer: GroupWriter, group: Group, helper: Helper, three_ker
     result = group.epilogue[-1].node if group.epilogue else anchor.node
     epi = epi_functor(writer.unit, epi_chain, result, group.id)
     epi_fields = prefixed(epi_chain.fields(), "o_") if epi_chain.ops else []
-    params = [("const float*", "x"), ("float*", "y"), ("const float*", "gamma"), ("const float*", "beta")]
+    pro_fields = load.fields if load is not None else [("const float*", "x")]
+    params = [*pro_fields, ("float*", "y"), ("const float*", "gamma"), ("const float*", "beta")]
     params += [("int64_t", "rows"), ("int64_t", "seg"), ("int64_t", "hw"), ("int64_t", "groups")]
     params += [("float", "eps"), *epi_fields, ("int", "threads")]
     body = "\n".join(
         [
-            "  const StitchInput pro{x};",
+            load.init if load is not None else "  const StitchInput pro{x};",
             functor_init(epi, "epi", epi_chain.fields(), "o_"),
             "  return stitch_gn_onepass_run(pro, epi, y, gamma, beta, rows, seg, hw, groups, eps, threads, result,"
             " stream);",
@@ -122,13 +127,14 @@ def _one_pass_first(writer: GroupWriter, group: Group, helper: Helper, three_ker
     launcher = writer.unit.launcher("gn_onepass", params, body, group.id, result="int64_t")
     out = helper.returns[0]
     lines = [
-        "y1 = torch.empty(p_shape, device=x.device, dtype=torch.float32)",
+        f"y1 = torch.empty(p_shape, device={x}.device, dtype=torch.float32)",
         f"beta_ptr = {helper.ref(args['bias'])}.contiguous().data_ptr()"
         if args.get("bias") is not None
         else "beta_ptr = 0",
         "hw = math.prod(p_shape[2:])",
     ]
-    call = ["x.data_ptr()", "y1.data_ptr()", "gamma_ptr", "beta_ptr", "n * groups", "seg", "hw", "groups"]
+    call = [*(load.args if load is not None else ["x.data_ptr()"]), "y1.data_ptr()", "gamma_ptr", "beta_ptr"]
+    call += ["n * groups", "seg", "hw", "groups"]
     call.append(repr(float(args["eps"])))
     if epi_chain.ops:
         lines.append("y1_shape = p_shape")
@@ -147,11 +153,11 @@ def _one_pass_first(writer: GroupWriter, group: Group, helper: Helper, three_ker
 
 def _prologue_stats(
     writer: GroupWriter, group: Group, helper: Helper, prologue: list[ChainOp]
-) -> tuple[str, str]:
+) -> tuple[str, str, Load]:
     """A statistics launcher of this group's own that loads through its prologue. Returns the start
-    of its call (the prologue's operands; the sums and sizes follow) and a tensor on the input's
-    device; sets `p_shape`."""
+    of its call (the prologue's operands; the sums and sizes follow), a tensor on the input's device
+    and the prologue's load; sets `p_shape`."""
     load = writer.prologue_load(group, helper, prologue)
     body = f"{load.init}\n  return stitch_gn_stats_run(pro, sum, sumsq, rows, seg, stream);"
     launcher = writer.unit.launcher("gn_stats", [*load.fields, *GN_STATS_PARAMS[1:]], body, group.id)
-    return f"_ext.{launcher}({', '.join(load.args)}, ", load.device
+    return f"_ext.{launcher}({', '.join(load.args)}, ", load.device, load

@@ -349,12 +349,13 @@ class Model(nn.Module):
         nn.init.normal_(self.gn.weight)
         nn.init.normal_(self.gn.bias)
 
-    def forward(self, a, b, c):
-        return torch.relu(self.gn(a)) * 2.0, self.inorm(b), self.gn(c)
+    def forward(self, a, b, c, d):
+        return torch.relu(self.gn(a)) * 2.0, self.inorm(b), self.gn(c), self.gn(torch.tanh(d) * 2.0)
 
 
 def get_inputs():
-    return [torch.randn(4, 16, 10, 12) * 3 + 1, torch.rand(3, 8, 256, 260), torch.randn(2, 16, 5, 7)]
+    return [torch.randn(4, 16, 10, 12) * 3 + 1, torch.rand(3, 8, 256, 260), torch.randn(2, 16, 5, 7),
+            torch.randn(3, 16, 6, 8)]
 
 
 def get_init_inputs():
@@ -384,8 +385,9 @@ class _Recorder:
 @pytest.mark.parametrize("onepass", [1, 0])
 def test_group_and_instance_norm_in_one_pass_match_the_reference(tmp_path: Path, onepass: int) -> None:
     """The one-pass kernel (a block per slab, the head in shared memory, the tail read again) and the
-    statistics + elementwise path give PyTorch's result: vector and scalar slabs, an epilogue, a slab
-    longer than the shared-memory head; with the knob at 0 the one-pass launcher is never called."""
+    statistics + elementwise path give PyTorch's result: vector and scalar slabs, an epilogue, a
+    prologue, a slab longer than the shared-memory head; with the knob at 0 the one-pass launcher is
+    never called."""
     problem = tmp_path / "norms.py"
     problem.write_text(GN_PROBLEM)
     namespace = load_program(_program(problem))
@@ -405,4 +407,4 @@ def test_group_and_instance_norm_in_one_pass_match_the_reference(tmp_path: Path,
         expected, got = model(*inputs), ours(*inputs)
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-5, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"
-    assert recorder.answers == ([1, 1, 1] if onepass else [])
+    assert recorder.answers == ([1, 1, 1, 1] if onepass else [])
