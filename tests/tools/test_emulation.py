@@ -408,3 +408,33 @@ def test_group_and_instance_norm_in_one_pass_match_the_reference(tmp_path: Path,
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-5, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"
     assert recorder.answers == ([1, 1, 1, 1] if onepass else [])
+
+
+LONG_ROWS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.softmax(a, dim=-1), torch.log_softmax(b, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(5, 60000) * 3, torch.randn(4, 57001) * 3]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_long_softmax_rows_read_their_head_from_shared_memory_and_their_tail_again(tmp_path: Path) -> None:
+    """Rows longer than the opt-in shared-memory head (about 55,700 floats), at least one per emulated
+    SM: softmax's long-row kernel, float4 and scalar rows, matches PyTorch."""
+    problem = tmp_path / "long_rows.py"
+    problem.write_text(LONG_ROWS)
+    expected, got = _outputs(problem, _program(problem))
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert torch.allclose(g, e, atol=1e-6, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"

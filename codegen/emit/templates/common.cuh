@@ -259,6 +259,23 @@ __device__ __forceinline__ void stitch_sweep(const Pro& pro, float* saved, int64
     }
   }
 }
+
+// Values j.. of the row at `base` (four when vec, else one; returns how many): from the shared-memory head
+// below `cached`, else through the prologue from global memory. The long-row kernels (lib softmax, lib
+// groupnorm) keep a row's head in shared memory and read its tail again, from L2.
+template <class Pro>
+__device__ __forceinline__ int stitch_head_or_tail(const Pro& pro, const float* head, int64_t base, int64_t j,
+                                                   int64_t cached, bool vec, float t[4]) {
+  const int n = vec ? 4 : 1;
+  if (j < cached) {
+    for (int k = 0; k < n; ++k) t[k] = head[j + k];
+  } else if (vec) {
+    pro.load4(base + j, t);
+  } else {
+    t[0] = pro.load(base + j);
+  }
+  return n;
+}
 // ---- end of sweep
 
 // The values of [lo, hi) of the row at `base` that this thread owns in a block-strided sweep, read through

@@ -181,14 +181,7 @@ __global__ void __launch_bounds__(1024) stitch_gn_onepass_kernel(Pro pro, Epi ep
     __syncthreads();  // the scales are written, the head is complete
     for (int64_t j = start; j < seg; j += step) {
       float t[4];
-      const int n = vec ? 4 : 1;
-      if (j < cached) {
-        for (int k = 0; k < n; ++k) t[k] = stitch_gn_head[j + k];
-      } else if (vec) {
-        pro.load4(base + j, t);  // the tail, from L2
-      } else {
-        t[0] = pro.load(base + j);
-      }
+      const int n = stitch_head_or_tail(pro, stitch_gn_head, base, j, cached, vec != 0, t);
       const int64_t k = cpg == 1 ? 0 : j / hw;  // vec: hw % 4 == 0, so the four share a channel
       const float scale = scale_c[k], shift = shift_c[k];
       float out[4];

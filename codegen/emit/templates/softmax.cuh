@@ -300,14 +300,7 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
     const float log_s = LOG ? logf(s) : 0.f;
     for (int64_t c = first; c < cols; c += step) {
       float t[4];
-      const int n = vec ? 4 : 1;
-      if (c < cached) {
-        for (int k = 0; k < n; ++k) t[k] = stitch_row_head[c + k];
-      } else if (vec) {
-        pro.load4(base + c, t);  // the tail, from L2
-      } else {
-        t[0] = pro.load(base + c);
-      }
+      const int n = stitch_head_or_tail(pro, stitch_row_head, base, c, cached, vec, t);
       float out[4];
       for (int k = 0; k < n; ++k) out[k] = epi.apply(LOG ? (t[k] - m) - log_s : expf(t[k] - m) / s, base + c + k);
       if (vec) {
