@@ -76,9 +76,11 @@ static double stitch_now_us() {
 // With STITCHCUDA_CONV_HOST_TRACE=1, the median host time of each phase over the process's completed
 // calls, printed to stderr at exit: where a call's host time goes (setup: lock, device, handle, stream,
 // capture query; plans: lookup, or the first call's search; run: the library call and our epilogue), and
-// how many calls ran each algorithm id (cuDNN's legacy ones >= 0, engines <= -100, ours -1 and -2). On an
-// H100 a call took 75-200 us of host time against 25-110 us for eager's whole convolution forward, at
-// equal device times (docs/benchmarks.md, tenth session); evals/device/host_overhead.py sets it.
+// how many calls ran each algorithm id (cuDNN's legacy ones >= 0, engines <= -100, ours -1 and -2); and
+// as it goes, each search's timed candidates (STITCH_CONV_SEARCH: device and host us per call) and what
+// became of the engines the heuristics listed (STITCH_CONV_ENGINES). On an H100 a legacy call took
+// 75-200 us of host time against 25-110 us for eager's whole convolution forward, at equal device times
+// (docs/benchmarks.md, tenth session); evals/device/host_overhead.py sets it.
 struct StitchConvTrace {
   bool on = false;
   double call[3] = {0.0, 0.0, 0.0};

@@ -5,15 +5,17 @@
 // kernel cuDNN 9 has. PyTorch's eager convolutions go through the graph API (an operation graph, the
 // heuristics' engine configurations, an execution plan), and for some shapes its engine is faster than
 // any legacy algorithm (a pointwise 32x256x64x64 -> 512 convolution: 0.94 ms eager, 1.27 ms for the
-// best legacy algorithm on an H100). Here each engine configuration cuDNN's heuristics (mode A) list for
-// the convolution becomes one more algorithm id, STITCH_ENGINE_ALGO(i) for the i-th configuration. The
-// search runs, gates and times them like the legacy algorithms and keeps the fastest accurate one; an
-// engine is never the accuracy reference, never fused (our epilogue kernel follows it); TF32,
-// down-converting, FFT, Winograd and non-deterministic engines are left out when TF32 is not allowed, and
-// engines that compile at run time always.
+// best legacy algorithm on an H100), and its execution plan takes less host time per call. Here the
+// engine configurations cuDNN's heuristics (mode A) list for the convolution are read in order, and the
+// first STITCH_ENGINE_MAX allowed ones whose plans build become more algorithm ids, STITCH_ENGINE_ALGO(i)
+// for the i-th of them. The search runs, gates and times them like the legacy algorithms and keeps the
+// fastest accurate one (device plus host time); an engine is never the accuracy reference, never fused
+// (our epilogue kernel follows it); TF32, down-converting, FFT, Winograd and non-deterministic engines are
+// left out when TF32 is not allowed, and engines that compile at run time always.
 //
 // On unless STITCHCUDA_CUDNN_ENGINES=0. An engine's execution plan runs in 7-14 us of host time per call
-// against 45-110 us for a legacy call on an H100 (docs/convolutions.md), at equal device times.
+// against 25-530 us for the legacy calls on an H100 (docs/convolutions.md), at device times within a few
+// percent.
 // Forward convolutions run the forward operation, transposed ones the backward-data operation.
 #include <cudnn.h>
 

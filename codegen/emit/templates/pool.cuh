@@ -26,8 +26,9 @@ __device__ __forceinline__ void stitch_adaptive_window(int64_t o, int64_t in, in
 
 // Division of 32-bit indices below 2^31 by a divisor fixed for the launch, as a multiply-high, an add and
 // a shift (Granlund and Montgomery's method, the form with a 33-bit magic split into m + 2^32): a thread
-// per output spends most of its instructions on the four divisions that locate its output otherwise, and
-// a pool with overlapping windows is issue-bound before it is memory-bound (docs/operators.md, "Pooling").
+// per output otherwise spends many of its instructions on the three divisions and remainders that locate
+// its output, and a pool with overlapping windows is issue-bound before it is memory-bound (MaxPool2d 3x3/2:
+// 1.22 -> 1.02-1.07 ms on an H100 with the dividers; docs/operators.md, "Pooling").
 struct StitchDivider {
   unsigned d, m, shift;
 };
