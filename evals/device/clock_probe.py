@@ -1,11 +1,11 @@
 """Does a timing run keep the GPU at its clocks? Samples them while a command runs (device side).
 
 Why: the verifier's strict timing (every call after a synchronisation, a cold L2, checks between the
-calls) put a level-1 convolution at 1.19 ms on an H100, where a plain launch loop over the same
-problem read 0.42 ms a session before (docs/benchmarks.md, eleventh session). A GPU that idles between
-short bursts may never raise its SM clock, which would stretch every strict time alike (ratios hold)
-and shrink the share of host time in them. This samples the SM clock, utilisation and power every
-50 ms while the command runs and prints their distribution over the samples where the GPU was busy.
+calls) leaves the GPU idle between calls, and an H100 at rest sits at 345 MHz. If the SM clock does
+not stay up under that pattern, every strict time is stretched alike (ratios hold) and a call's host
+time weighs less in it than in a back-to-back loop (docs/timing.md). This samples the SM clock,
+utilisation and power every 50 ms while the command runs and prints their distribution over the
+samples where the GPU was busy.
 
     python3 -m evals.device.clock_probe -- python3 -m evals.device.verify_probe out/probe-conv
 
