@@ -35,8 +35,8 @@ def _stitch_conv3(values: tuple[int, ...] | list[int], fill: int) -> list[int]:
 
 
 # The shape-dependent part of a call, computed and checked once per (shapes, parameters, TF32 mode):
-# a convolution's Python used to cost 25-35 us of host time per call on an H100, as much as eager's
-# whole convolution forward, and every timed call of the harness waits for it (docs/convolutions.md).
+# every timed call of the harness waits for the helper's Python before the first kernel, and this halves
+# it (27-28 -> 11-13 us a call on the CPU machine, evals/benchmarks/conv_helper_host.py; docs/convolutions.md).
 _STITCH_CONV_SHAPES: dict[tuple[object, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
 
