@@ -41,18 +41,23 @@ _STITCH_CONV_SHAPES: dict[tuple[object, ...], tuple[tuple[int, ...], tuple[int, 
 
 
 def _stitch_conv_shape(
-    x_shape: tuple[int, ...],
-    w_shape: tuple[int, ...],
-    stride: tuple[int, ...],
-    padding: tuple[int, ...],
-    dilation: tuple[int, ...],
-    groups: int,
-    transposed: bool,
-    output_padding: tuple[int, ...],
-    act: int,
-    tf32: bool,
+    key: tuple[
+        tuple[int, ...],
+        tuple[int, ...],
+        tuple[int, ...],
+        tuple[int, ...],
+        tuple[int, ...],
+        int,
+        bool,
+        tuple[int, ...],
+        int,
+        bool,
+    ],
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(output shape, the launcher's integer arguments) of one call, after checking the operands."""
+    """(output shape, the launcher's integer arguments) of one call, after checking the operands; `key`
+    is the call's (input shape, weight shape, stride, padding, dilation, groups, transposed,
+    output_padding, act, TF32 allowed), as `_stitch_conv` passes it."""
+    x_shape, w_shape, stride, padding, dilation, groups, transposed, output_padding, act, tf32 = key
     nd = len(x_shape) - 2
     n, c = int(x_shape[0]), int(x_shape[1])
     k = int(w_shape[1]) * groups if transposed else int(w_shape[0])
@@ -116,9 +121,7 @@ def _stitch_conv(
     key = (x.shape, w.shape, stride, padding, dilation, groups, transposed, output_padding, act, tf32)
     known = _STITCH_CONV_SHAPES.get(key)
     if known is None:
-        known = _stitch_conv_shape(x.shape, w.shape, stride, padding, dilation, groups, transposed,
-                                   output_padding, act, tf32)  # fmt: skip
-        _STITCH_CONV_SHAPES[key] = known
+        known = _STITCH_CONV_SHAPES[key] = _stitch_conv_shape(key)
     shape, args = known
     y = torch.empty(shape, device=x.device, dtype=torch.float32)
     if y.numel() == 0:

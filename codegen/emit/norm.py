@@ -90,26 +90,37 @@ def write_norm(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     template = "gn_stats+ew" + ("_prologue" if prologue else "") + ("_epilogue" if group.epilogue else "")
     result = group.epilogue[-1].node if group.epilogue else anchor.node
     if list(group.outputs) == [result]:
-        three_kernels = helper.lines[three_kernels_from:]
-        del helper.lines[three_kernels_from:]
-        _one_pass_first(writer, group, helper, three_kernels, load, x)
+        _one_pass_first(writer, group, helper, _taken(helper, three_kernels_from), load, x, result)
     return template, 3
 
 
+def _taken(helper: Helper, mark: int) -> list[str]:
+    """The lines emitted into `helper` since `mark`, taken out of it (to be placed under a branch)."""
+    lines = helper.lines[mark:]
+    del helper.lines[mark:]
+    return lines
+
+
 def _one_pass_first(
-    writer: GroupWriter, group: Group, helper: Helper, three_kernels: list[str], load: Load | None, x: str
+    writer: GroupWriter,
+    group: Group,
+    helper: Helper,
+    three_kernels: list[str],
+    load: Load | None,
+    x: str,
+    result: Any,
 ) -> None:
     """Emit the one-pass kernel (templates/groupnorm.cuh: a block per slab, the slab's head kept in shared
     memory) ahead of the statistics + elementwise path, which runs when the launch knob `onepass` is 0
     or the launcher finds the slabs unfit (fewer than one per SM, tails too large for L2). It loads
-    through the group's prologue (`load`) when there is one, else the input `x` itself."""
+    through the group's prologue (`load`) when there is one, else the input `x` itself; `result` is the
+    group's one output (the epilogue's last node, or the norm)."""
     anchor = group.anchor
     assert anchor is not None
     args = anchor.args
     epi_chain = build_chain(
         writer.classifier, spec_ops(group.epilogue), writer.shape(anchor.node), seed=anchor.node
     )
-    result = group.epilogue[-1].node if group.epilogue else anchor.node
     epi = epi_functor(writer.unit, epi_chain, result, group.id)
     epi_fields = prefixed(epi_chain.fields(), "o_") if epi_chain.ops else []
     pro_fields = load.fields if load is not None else [("const float*", "x")]
@@ -140,8 +151,7 @@ def _one_pass_first(
         lines.append("y1_shape = p_shape")
         mark = len(helper.lines)
         helper.prepare_chain(epi_chain, "o_", "y1_shape", False)
-        lines += helper.lines[mark:]
-        del helper.lines[mark:]
+        lines += _taken(helper, mark)
         call += helper.chain_args(epi_chain, "o_")
     call += [helper.knob("onepass.threads", 0), "stream"]
     lines.append(f"{out} = y1 if _ext.{launcher}({', '.join(call)}) else None")

@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         print(json.dumps(result), flush=True)
     print(
-        "| setting | layers on | status | cpus | python loop us | tiny op us | problem | ours us | watched us | eager us | audit events |"
+        "| setting | layers on | status | cpus | python loop us | tiny op us | problem | ours us | watched us | eager us "
+        "| strict issue us ours/eager | audit events |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:

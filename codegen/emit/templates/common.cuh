@@ -39,6 +39,36 @@ static inline bool stitch_rows_stay_in_l2(int64_t rows, int64_t reread_bytes) {
   return rows >= sms && reread_bytes * sms <= stitch_l2_bytes() * 3 / 5;
 }
 
+// The long-row kernels (lib softmax, lib groupnorm) keep each row's head in opt-in dynamic shared memory
+// and read its tail again from L2. The head in floats (a multiple of 4) for rows of `cols` floats beside
+// `static_bytes` of the kernel's static slots, or -1 when the rows do not qualify (fewer than one per SM,
+// or tails in flight too large for L2).
+static inline int64_t stitch_long_row_head(int64_t rows, int64_t cols, int64_t static_bytes) {
+  const int64_t optin = stitch_device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(232448);
+  int64_t head = (optin - static_bytes) / (int64_t)sizeof(float);
+  head = (head < cols ? head : cols) & ~3LL;
+  if (head < 0) head = 0;
+  return stitch_rows_stay_in_l2(rows, (cols - head) * (int64_t)sizeof(float)) ? head : -1;
+}
+
+// Raise `kernel`'s dynamic shared memory limit to `bytes`, once per device: `granted` is the caller's own
+// record, a static of the kernel's instantiation. False (the error cleared) when it cannot be raised.
+template <class Kernel>
+static bool stitch_grant_smem(Kernel kernel, size_t bytes, size_t (&granted)[64]) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (granted[dev] >= bytes) return true;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  granted[dev] = bytes;
+  return true;
+}
+
 // Blocks for a grid-stride loop over `work` items: enough to fill the GPU, never more than needed.
 // blocks_per_sm <= 0: no cap, one block per `threads` items (a streaming kernel with one item per
 // thread: on an H100 a grid capped at 8 or 16 blocks per SM streamed 7% slower than this).

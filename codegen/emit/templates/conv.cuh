@@ -500,8 +500,7 @@ static cudnnStatus_t stitch_conv_workspace_size(cudnnHandle_t h, StitchConvPlan*
   }
   if (stitch_is_engine_algo(algo)) {
     const int index = STITCH_ENGINE_INDEX(algo);
-    if (p->engines == nullptr || index >= (int)p->engines->plans.size() || p->engines->plans[(size_t)index] == nullptr)
-      return CUDNN_STATUS_NOT_SUPPORTED;
+    if (p->engines == nullptr || index >= (int)p->engines->plans.size()) return CUDNN_STATUS_NOT_SUPPORTED;
     *bytes = (size_t)p->engines->workspace[(size_t)index];
     return CUDNN_STATUS_SUCCESS;
   }
@@ -541,8 +540,8 @@ static bool stitch_conv_engines_ready(cudnnHandle_t h, StitchConvPlan* p, const 
     std::string verdicts, finalized;
     for (const int v : p->engines->verdicts) verdicts += " " + std::to_string(v);
     for (const int f : p->engines->finalized) finalized += " " + std::to_string(f);
-    fprintf(stderr, "STITCH_CONV_ENGINES listed %lld, allowed %d, plans %zu; verdicts%s; plan status%s\n",
-            (long long)p->engines->listed, p->engines->allowed, p->engines->plans.size(), verdicts.c_str(),
+    fprintf(stderr, "STITCH_CONV_ENGINES listed %lld, allowed %zu, plans %zu; verdicts%s; plan status%s\n",
+            (long long)p->engines->listed, p->engines->finalized.size(), p->engines->plans.size(), verdicts.c_str(),
             finalized.c_str());
   }
   return st == CUDNN_STATUS_SUCCESS && p->engines != nullptr;
@@ -592,7 +591,6 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
   }
   if (stitch_conv_engines_ready(h, p, a, n, aligned16)) {  // after the legacy ones: never the reference
     for (size_t i = 0; i < p->engines->plans.size(); ++i) {
-      if (p->engines->plans[i] == nullptr) continue;
       StitchConvCandidate engine;
       engine.algo = STITCH_ENGINE_ALGO((int)i);
       engine.math = CUDNN_FMA_MATH;  // unused: the engine's numerical notes decided

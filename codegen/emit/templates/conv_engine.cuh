@@ -47,7 +47,6 @@ struct StitchConvEngines {
   std::vector<int64_t> workspace;
   // For the trace (STITCHCUDA_CONV_HOST_TRACE): what the heuristics listed and what became of it.
   int64_t listed = 0;
-  int allowed = 0;
   std::vector<int> verdicts;   // per configuration read: stitch_engine_verdict
   std::vector<int> finalized;  // per allowed configuration: the plan's status
 };
@@ -236,7 +235,6 @@ static cudnnStatus_t stitch_engines_build(cudnnHandle_t h, int transposed, int n
     const int verdict = stitch_engine_verdict(configs[(size_t)i], tf32);
     e->verdicts.push_back(verdict);
     if (verdict != STITCH_ENGINE_OK) continue;
-    ++e->allowed;
     cudnnBackendDescriptor_t plan = nullptr;
     int64_t bytes = 0, n_bytes = 0;
     cudnnStatus_t ps = stitch_engine_new(e, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
@@ -258,8 +256,7 @@ static cudnnStatus_t stitch_engines_build(cudnnHandle_t h, int transposed, int n
 // Run engine `index` on (x, w) into y with the given workspace (on the handle's stream).
 static cudnnStatus_t stitch_engine_run(cudnnHandle_t h, const StitchConvEngines* e, int index, const float* x,
                                        const float* w, float* y, void* ws, size_t ws_bytes) {
-  if (e == nullptr || index < 0 || index >= (int)e->plans.size() || e->plans[(size_t)index] == nullptr)
-    return CUDNN_STATUS_NOT_SUPPORTED;
+  if (e == nullptr || index < 0 || index >= (int)e->plans.size()) return CUDNN_STATUS_NOT_SUPPORTED;
   if ((size_t)e->workspace[(size_t)index] > ws_bytes) return CUDNN_STATUS_BAD_PARAM;
   void* pointers[3] = {const_cast<float*>(x), const_cast<float*>(w), y};
   const int64_t uids[3] = {1, 2, 3};

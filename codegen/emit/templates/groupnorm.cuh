@@ -207,24 +207,12 @@ static int stitch_gn_onepass_run(const Pro& pro, const Epi& epi, float* y, const
                                  int64_t* launched, cudaStream_t stream) {
   *launched = 0;
   if (rows <= 0 || seg <= 0 || hw <= 0 || seg % hw != 0 || seg / hw > STITCH_GN_ONEPASS_CHANNELS) return 0;
-  const int64_t optin = stitch_device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(232448);
   // Static slots: the scales and shifts (8 KiB) and the reduction's 256 bytes, with 1 KiB to spare.
-  int64_t cached = (optin - 9472) / (int64_t)sizeof(float);
-  cached = (cached < seg ? cached : seg) & ~3LL;
-  if (cached < 0) cached = 0;
-  if (!stitch_rows_stay_in_l2(rows, (seg - cached) * (int64_t)sizeof(float))) return 0;
+  const int64_t cached = stitch_long_row_head(rows, seg, 9472);
+  if (cached < 0) return 0;
   const size_t smem = (size_t)cached * sizeof(float);
   static size_t granted[64] = {0};  // the opt-in, per device, once per instantiation
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaGetLastError();
-  if (granted[dev] < smem) {
-    if (cudaFuncSetAttribute(stitch_gn_onepass_kernel<Pro, Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    granted[dev] = smem;
-  }
+  if (!stitch_grant_smem(stitch_gn_onepass_kernel<Pro, Epi>, smem, granted)) return 0;
   const int vec = hw % 4 == 0 && pro.vec_ok() && stitch_aligned16(y);
   const int threads = stitch_threads_or(knob_threads, 1024);
   const int64_t sms = stitch_sm_count();

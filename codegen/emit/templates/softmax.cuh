@@ -317,23 +317,11 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
 template <bool LOG, class Pro, class Epi>
 static bool stitch_softmax_long_run(const Pro& pro, const Epi& epi, float* y, float* saved, int64_t rows, int64_t cols,
                                     bool vec, int knob_threads, cudaStream_t stream) {
-  const int64_t optin = stitch_device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(232448);
-  int64_t cached = (optin - 1024) / (int64_t)sizeof(float);  // 1 KiB left for the static slots
-  cached = (cached < cols ? cached : cols) & ~3LL;
-  if (cached < 0) cached = 0;
-  if (!stitch_rows_stay_in_l2(rows, (cols - cached) * (int64_t)sizeof(float))) return false;
+  const int64_t cached = stitch_long_row_head(rows, cols, 1024);  // 1 KiB left for the static slots
+  if (cached < 0) return false;
   const size_t smem = (size_t)cached * sizeof(float);
   static size_t granted[64] = {0};  // the opt-in, per device, once per instantiation
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  if (granted[dev] < smem) {
-    if (cudaFuncSetAttribute(stitch_softmax_long_kernel<LOG, Pro, Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    granted[dev] = smem;
-  }
+  if (!stitch_grant_smem(stitch_softmax_long_kernel<LOG, Pro, Epi>, smem, granted)) return false;
   const int threads = stitch_threads_or(knob_threads, 1024);
   stitch_softmax_long_kernel<LOG, Pro, Epi><<<(unsigned)stitch_sm_count(), threads, smem, stream>>>(
       pro, epi, y, saved, rows, cols, cached, vec);
