@@ -33,13 +33,7 @@ out=${OUT:-/tmp/next-probes-out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 t0=$(date +%s)
-for run in 1 2; do
-    for knob in on off; do
-        timeout 120 python3 -m evals.device.verify_probe "out/probe-norm-$knob" > "$out/norm-$knob-run$run.log" 2>&1
-        echo "=== onepass $knob, run $run (exit $?)"
-        grep -E "^\| level" "$out/norm-$knob-run$run.log" | cut -d'|' -f2-6
-    done
-done
+OUT=$out AB_TIMEOUT=120 bash evals/device/ab_probe.sh out/probe-norm-on out/probe-norm-off 2
 echo "norms: $(( $(date +%s) - t0 )) s"
 OUT=$out/pool FAMILY_TIMEOUT=150 timeout 170 bash evals/device/families_gpu.sh pool > "$out/pool.log" 2>&1
 tail -3 "$out/pool.log"

@@ -438,3 +438,54 @@ def test_long_softmax_rows_read_their_head_from_shared_memory_and_their_tail_aga
     expected, got = _outputs(problem, _program(problem))
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-6, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"
+
+
+ONLINE_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, short, long, few, odd, block, split):
+        return (torch.logsumexp(short, dim=-1), torch.logsumexp(long, dim=-1), torch.logsumexp(few, dim=-1),
+                torch.logsumexp(odd, dim=-1), torch.softmax(block, dim=-1), torch.log_softmax(split, dim=-1))
+
+
+def get_inputs():
+    return [torch.randn(64, 96) * 4, torch.randn(9, 4200) * 4, torch.randn(4, 9000) * 4,
+            torch.randn(6, 4097) * 4, torch.randn(7, 3001) * 4, torch.randn(2, 20000) * 4]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_online_max_and_sum_in_batches_keep_pytorch_answers_and_special_values(tmp_path: Path) -> None:
+    """logsumexp and softmax fold each batch of loads with one max and independent exponentials
+    (stitch_online_group), falling back to the value-by-value update where a NaN or +inf appears: warp,
+    block, split and scalar rows match PyTorch on finite rows, and logsumexp keeps its special values
+    (NaN, +inf, all -inf, +inf before a NaN) exactly."""
+    problem = tmp_path / "online.py"
+    problem.write_text(ONLINE_PROBLEM)
+    namespace = load_program(_program(problem))
+    reference: dict[str, Any] = runpy.run_path(str(problem))
+    torch.manual_seed(5)
+    inputs = reference["get_inputs"]()
+    for t in inputs[:4]:  # special rows for logsumexp: a NaN, +inf, all -inf, some -inf, +inf then NaN
+        t[0, 7] = float("nan")
+        t[1, -3] = float("inf")
+        t[2] = float("-inf")
+        t[3, ::5] = float("-inf")
+        t[4 % t.shape[0], 1], t[4 % t.shape[0], -1] = float("inf"), float("nan")
+    for t in inputs[4:]:  # and for softmax, a NaN row and some -inf
+        t[0, -2] = float("nan")
+        t[1, ::3] = float("-inf")
+    expected = reference["Model"]()(*inputs)
+    got = namespace["ModelNew"]()(*inputs)
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert torch.equal(torch.isnan(g), torch.isnan(e)), f"output {i}: NaNs differ"
+        assert torch.allclose(g, e, atol=1e-5, rtol=1e-5, equal_nan=True), (
+            f"output {i}: max abs err {float((g - e).abs().nan_to_num(0.0).max()):.3g}"
+        )

@@ -53,6 +53,10 @@ __device__ __forceinline__ void stitch_lse_step(float& m, float& s, float v) {
   }
 }
 
+struct StitchLseStep {  // stitch_lse_step as a value, for stitch_online_group's special cases
+  __device__ __forceinline__ void operator()(float& m, float& s, float v) const { stitch_lse_step(m, s, v); }
+};
+
 __device__ __forceinline__ void stitch_lse_merge(float& m, float& s, float m2, float s2) {
   if (m != m) return;
   if (m2 != m2) {
@@ -155,7 +159,7 @@ __device__ __forceinline__ void stitch_axis_row_part(const Pro& pro, float* save
                                                      int64_t lo, int64_t hi, int tid, int nthreads, bool vec) {
   if (vec && OP != 2) {  // arg ops: one state per float4 lane, four independent update chains merged
     // at the end (47's argmin, H100: 0.89 -> 0.73 ms); logsumexp keeps one state, since each lane merge
-    // costs two expf, a quarter more of them on 8192-element rows (48: 1.00 -> 1.28 ms with lanes)
+    // costs two expf (48: 1.00 -> 1.28 ms with lanes), and folds each batch of loads at once instead
     StitchAxisState lane[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) lane[k] = stitch_axis_init<OP>();
@@ -168,12 +172,19 @@ __device__ __forceinline__ void stitch_axis_row_part(const Pro& pro, float* save
     for (int k = 0; k < 4; ++k) stitch_axis_merge<OP>(st, lane[k]);
     return;
   }
-  if (vec) {
-    stitch_sweep<4, 4>(pro, saved, base, lo + 4 * (int64_t)tid, hi, 4 * (int64_t)nthreads,
-                       [&](const float* t, int64_t) {
-#pragma unroll
-                         for (int k = 0; k < 4; ++k) stitch_lse_step(st.m, st.s, t[k]);
-                       });
+  if (OP == 2) {
+    const StitchLseStep step;
+    if (vec) {
+      stitch_sweep_batches<4, 4>(
+          pro, saved, base, lo + 4 * (int64_t)tid, hi, 4 * (int64_t)nthreads,
+          [&](const float (&t)[4][4], int64_t) { stitch_online_group<16>(st.m, st.s, &t[0][0], step); },
+          [&](const float* t, int64_t) { stitch_online_group<4>(st.m, st.s, t, step); });
+    } else {
+      stitch_sweep_batches<4, 1>(
+          pro, saved, base, lo + tid, hi, nthreads,
+          [&](const float (&t)[4][1], int64_t) { stitch_online_group<4>(st.m, st.s, &t[0][0], step); },
+          [&](const float* t, int64_t) { step(st.m, st.s, t[0]); });
+    }
     return;
   }
   stitch_sweep<4, 1>(pro, saved, base, lo + tid, hi, nthreads,

@@ -257,37 +257,105 @@ struct StitchRowPart {
 // that uses each load before it issues the next (the compiler does not move a load above the store to
 // `saved` or above the use's branches) keeps one load per thread in flight, and a kernel with a warp or
 // a block per row then waits on memory latency instead of streaming.
+// The U visits' loads of the batch at c, issued before any is used, then their values stored to `saved`
+// when given (visits at or past hi are skipped and leave their slots unset).
+template <int U, int W, class Pro>
+__device__ __forceinline__ void stitch_sweep_batch(const Pro& pro, float* saved, int64_t base, int64_t c, int64_t hi,
+                                                   int64_t step, float (&t)[U][W]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t at = c + u * step;
+    if (at < hi) {
+      if constexpr (W == 4) {
+        pro.load4(base + at, t[u]);
+      } else {
+        t[u][0] = pro.load(base + at);
+      }
+    }
+  }
+  if (saved == nullptr) return;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t at = c + u * step;
+    if (at < hi) {
+      if constexpr (W == 4) {
+        stitch_st4(saved + base + at, t[u]);
+      } else {
+        saved[base + at] = t[u][0];
+      }
+    }
+  }
+}
+
 template <int U, int W, class Pro, class On>
 __device__ __forceinline__ void stitch_sweep(const Pro& pro, float* saved, int64_t base, int64_t first, int64_t hi,
                                              int64_t step, On on) {
   for (int64_t c = first; c < hi; c += step * U) {
     float t[U][W];
+    stitch_sweep_batch<U, W>(pro, saved, base, c, hi, step, t);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t at = c + u * step;
-      if (at < hi) {
-        if constexpr (W == 4) {
-          pro.load4(base + at, t[u]);
-        } else {
-          t[u][0] = pro.load(base + at);
-        }
-      }
+      if (at < hi) on(t[u], at);
     }
+  }
+}
+
+// As stitch_sweep, but a batch whose U visits all lie below hi goes to whole(t, c) at once (t[u][k] is
+// element c + u * step + k), so an online reduction can fold U * W values with independent updates; the
+// visits of a last, partial batch go to one(t, at) each.
+template <int U, int W, class Pro, class Whole, class One>
+__device__ __forceinline__ void stitch_sweep_batches(const Pro& pro, float* saved, int64_t base, int64_t first,
+                                                     int64_t hi, int64_t step, Whole whole, One one) {
+  for (int64_t c = first; c < hi; c += step * U) {
+    float t[U][W];
+    stitch_sweep_batch<U, W>(pro, saved, base, c, hi, step, t);
+    if (c + (U - 1) * step < hi) {
+      whole(t, c);
+    } else {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t at = c + u * step;
-      if (at < hi) {
-        if (saved != nullptr) {
-          if constexpr (W == 4) {
-            stitch_st4(saved + base + at, t[u]);
-          } else {
-            saved[base + at] = t[u][0];
-          }
-        }
-        on(t[u], at);
+      for (int u = 0; u < U; ++u) {
+        const int64_t at = c + u * step;
+        if (at < hi) one(t[u], at);
       }
     }
   }
+}
+
+// Online (max m, sum s of exp(x - m)) over N values at once: one max over the values, at most one rescale
+// of the sum, then N independent exponentials. The value-by-value update chains each value's compare,
+// branch and exponential through the running max, so a warp's loads outrun its arithmetic. Values holding
+// a NaN or +inf, and a state already at NaN or +inf, go through `step` (that per-value update) one by one,
+// which keeps its special cases.
+template <int N, class Step>
+__device__ __forceinline__ void stitch_online_group(float& m, float& s, const float* v, Step step) {
+  static_assert(N > 0 && (N & (N - 1)) == 0, "the sum's tree halves N");
+  float top = v[0];
+  bool odd = !(v[0] < INFINITY);
+#pragma unroll
+  for (int k = 1; k < N; ++k) {
+    top = fmaxf(top, v[k]);
+    odd |= !(v[k] < INFINITY);
+  }
+  if (odd || !(m < INFINITY)) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) step(m, s, v[k]);
+    return;
+  }
+  if (top > m) {
+    s *= expf(m - top);  // m = -inf: s is 0 and stays 0
+    m = top;
+  }
+  if (m == -INFINITY) return;  // every value so far is -inf
+  float e[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) e[k] = expf(v[k] - m);
+#pragma unroll
+  for (int width = N / 2; width > 0; width /= 2) {
+#pragma unroll
+    for (int k = 0; k < width; ++k) e[k] += e[k + width];
+  }
+  s += e[0];
 }
 
 // Values j.. of the row at `base` (four when vec, else one; returns how many): from the shared-memory head
@@ -310,8 +378,7 @@ __device__ __forceinline__ int stitch_head_or_tail(const Pro& pro, const float* 
 
 // The values of [lo, hi) of the row at `base` that this thread owns in a block-strided sweep, read through
 // the prologue (and stored to `saved` when given): on4(t) for each 16-byte group when `vec`, else on1(v) for
-// each value, UNROLL loads in flight. The statistics passes of lib softmax and lib layernorm sweep their row
-// parts with it.
+// each value, UNROLL loads in flight. The statistics pass of lib layernorm sweeps its row parts with it.
 template <int UNROLL, class Pro, class On4, class On1>
 __device__ __forceinline__ void stitch_row_part_sweep(const Pro& pro, float* saved, int64_t base, int64_t lo,
                                                       int64_t hi, bool vec, On4 on4, On1 on1) {

@@ -127,6 +127,10 @@ __device__ __forceinline__ void stitch_ms_add(float& m, float& s, float t) {
   }
 }
 
+struct StitchMsAdd {  // stitch_ms_add as a value, for stitch_online_group's special cases
+  __device__ __forceinline__ void operator()(float& m, float& s, float t) const { stitch_ms_add(m, s, t); }
+};
+
 // Every thread's (max, sum) merged over the block; every thread gets the result (red_m, red_s: 32 slots).
 __device__ __forceinline__ void stitch_ms_block_merge(float& m, float& s, float* red_m, float* red_s) {
   const int lane = threadIdx.x & 31;
@@ -174,10 +178,17 @@ __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* s
     const int64_t base = row * cols;
     float m = -INFINITY;
     float s = 0.f;
-    stitch_sweep<4, 1>(pro, saved, base, threadIdx.x, cols, blockDim.x, [&](const float* t, int64_t c) {
-      stitch_row_cache[c] = t[0];
-      stitch_ms_add(m, s, t[0]);
-    });
+    stitch_sweep_batches<4, 1>(
+        pro, saved, base, threadIdx.x, cols, blockDim.x,
+        [&](const float (&t)[4][1], int64_t c) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) stitch_row_cache[c + u * (int64_t)blockDim.x] = t[u][0];
+          stitch_online_group<4>(m, s, &t[0][0], StitchMsAdd());
+        },
+        [&](const float* t, int64_t c) {
+          stitch_row_cache[c] = t[0];
+          stitch_ms_add(m, s, t[0]);
+        });
     stitch_ms_block_merge(m, s, red_m, red_s);
     const float log_s = LOG ? logf(s) : 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -198,13 +209,18 @@ __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* s
 template <class Pro>
 __device__ __forceinline__ void stitch_softmax_part_stats(const Pro& pro, float* saved, int64_t base, int64_t lo,
                                                           int64_t hi, bool vec, float& m, float& s) {
-  stitch_row_part_sweep<2>(
-      pro, saved, base, lo, hi, vec,
-      [&](const float* t) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) stitch_ms_add(m, s, t[k]);
-      },
-      [&](float t) { stitch_ms_add(m, s, t); });
+  const StitchMsAdd add;
+  if (vec) {
+    stitch_sweep_batches<2, 4>(
+        pro, saved, base, lo + 4 * (int64_t)threadIdx.x, hi, 4 * (int64_t)blockDim.x,
+        [&](const float (&t)[2][4], int64_t) { stitch_online_group<8>(m, s, &t[0][0], add); },
+        [&](const float* t, int64_t) { stitch_online_group<4>(m, s, t, add); });
+  } else {
+    stitch_sweep_batches<2, 1>(
+        pro, saved, base, lo + (int64_t)threadIdx.x, hi, (int64_t)blockDim.x,
+        [&](const float (&t)[2][1], int64_t) { stitch_online_group<2>(m, s, &t[0][0], add); },
+        [&](const float* t, int64_t) { add(m, s, t[0]); });
+  }
 }
 
 // This thread's outputs over [lo, hi) of the row at `base`, given the row's (max, sum).
@@ -285,16 +301,36 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
     const int64_t base = row * cols;
     float m = -INFINITY;
     float s = 0.f;
-    const auto take = [&](const float* t, int64_t c, int n) {
+    const auto keep = [&](const float* t, int64_t c, int n) {  // the head's share of the values
       for (int k = 0; k < n; ++k) {
         if (c + k < cached) stitch_row_head[c + k] = t[k];
-        stitch_ms_add(m, s, t[k]);
       }
     };
+    const StitchMsAdd add;
     if (vec) {
-      stitch_sweep<4, 4>(pro, saved, base, first, cols, step, [&](const float* t, int64_t c) { take(t, c, 4); });
+      stitch_sweep_batches<4, 4>(
+          pro, saved, base, first, cols, step,
+          [&](const float (&t)[4][4], int64_t c) {
+#pragma unroll
+            for (int u = 0; u < 4; ++u) keep(t[u], c + u * step, 4);
+            stitch_online_group<16>(m, s, &t[0][0], add);
+          },
+          [&](const float* t, int64_t c) {
+            keep(t, c, 4);
+            stitch_online_group<4>(m, s, t, add);
+          });
     } else {
-      stitch_sweep<4, 1>(pro, saved, base, first, cols, step, [&](const float* t, int64_t c) { take(t, c, 1); });
+      stitch_sweep_batches<4, 1>(
+          pro, saved, base, first, cols, step,
+          [&](const float (&t)[4][1], int64_t c) {
+#pragma unroll
+            for (int u = 0; u < 4; ++u) keep(t[u], c + u * step, 1);
+            stitch_online_group<4>(m, s, &t[0][0], add);
+          },
+          [&](const float* t, int64_t c) {
+            keep(t, c, 1);
+            add(m, s, t[0]);
+          });
     }
     stitch_ms_block_merge(m, s, red_m, red_s);  // ends with a barrier: the head is complete
     const float log_s = LOG ? logf(s) : 0.f;
