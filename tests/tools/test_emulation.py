@@ -489,3 +489,34 @@ def test_online_max_and_sum_in_batches_keep_pytorch_answers_and_special_values(t
         assert torch.allclose(g, e, atol=1e-5, rtol=1e-5, equal_nan=True), (
             f"output {i}: max abs err {float((g - e).abs().nan_to_num(0.0).max()):.3g}"
         )
+
+
+WIDE_POOLS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b, c):
+        return (nn.functional.adaptive_avg_pool2d(a, (7, 7)), nn.functional.adaptive_max_pool2d(b, (2, 1)),
+                nn.functional.adaptive_avg_pool3d(c, (2, 3, 2)))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 224, 224), torch.randn(2, 3, 9, 70), torch.randn(1, 2, 9, 13, 11)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_wide_adaptive_windows_walk_their_taps_without_dividing(tmp_path: Path) -> None:
+    """A warp per output, each lane stepping 32 taps at a time with a carry: windows exactly a warp wide
+    (224 -> 7), wider than a warp (70 -> 1) and over depth (3-D) give PyTorch's result."""
+    problem = tmp_path / "wide_pools.py"
+    problem.write_text(WIDE_POOLS)
+    expected, got = _outputs(problem, _program(problem))
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert torch.allclose(g, e, atol=1e-5, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"

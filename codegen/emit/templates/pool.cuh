@@ -195,18 +195,32 @@ __global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y,
     stitch_adaptive_window(od, s.id, s.od, d0, d1);
     stitch_adaptive_window(oh, s.ih, s.oh, h0, h1);
     stitch_adaptive_window(ow, s.iw, s.ow, w0, w1);
-    const I wn = (I)(w1 - w0), hn = (I)(h1 - h0);
-    const I area = wn * hn, count = area * (I)(d1 - d0);
+    const I wn = (I)(w1 - w0), hn = (I)(h1 - h0), dn = (I)(d1 - d0);
+    const I count = wn * hn * dn;
+    // Tap k of the flattened window is row q = k / wn of the window's dn * hn rows, column k % wn. A lane
+    // takes taps lane, lane + 32, ...: its (q, c) advance by 32 taps with an add and a carry, so the
+    // divisions happen once an output, not once a tap (3-D windows still divide q by hn for the depth).
+    const I qstep = 32 / wn, cstep = 32 - qstep * wn;
+    I q = (I)lane / wn, c = (I)lane - q * wn;
+    const auto address = [&](I q, I c) {
+      const I d = dn == 1 ? (I)0 : q / hn;
+      return xp + (((I)d0 + d) * ih_n + (I)h0 + q - d * hn) * iw_n + (I)w0 + c;
+    };
     float acc = MODE == 2 ? 0.f : -INFINITY;
     // Four taps' loads in flight per lane, then folded in tap order (the order of a plain loop). A tap past
-    // the window loads the last tap instead (never used), so the loads need no branch between them.
+    // the window loads the batch's first tap instead (never used), so the loads need no branch between them.
     for (I k0 = (I)lane; k0 < count; k0 += 4 * 32) {
+      const I first = address(q, c);
       float a[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        const I k = k0 + (I)(32 * u) < count ? k0 + (I)(32 * u) : count - 1;
-        const I d = (I)d0 + k / area, r = k % area;
-        a[u] = pro.load(xp + (d * ih_n + (I)h0 + r / wn) * iw_n + (I)w0 + r % wn);
+        a[u] = pro.load(k0 + (I)(32 * u) < count ? address(q, c) : first);
+        q += qstep;
+        c += cstep;
+        if (c >= wn) {
+          c -= wn;
+          ++q;
+        }
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
