@@ -16,6 +16,7 @@ import torch
 from support.host_emulation import build_emulator, common_section
 
 EMULATION = r"""
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

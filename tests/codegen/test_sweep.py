@@ -57,29 +57,18 @@ static void run_batches(const Rows& rows, float* saved, int64_t base, int64_t fi
       });
 }
 
-// The value-by-value update (lib axis's logsumexp step) and the batched fold over the same values.
-static void step(float& m, float& s, float v) {
-  if (v > m) {
-    s = v == INFINITY ? NAN : s * expf(m - v) + 1.f;
-    m = v;
-  } else if (v != v) {
-    m = v;
-  } else if (v != -INFINITY) {
-    s += expf(v - m);
-  }
-}
-
+@LSE@
 static int online(int argc, char** argv) {  // args: online N values...: "m s" by value, then by batches
   const int n = argc - 3;
   std::vector<float> v(n);
   for (int i = 0; i < n; ++i) v[i] = strtof(argv[3 + i], nullptr);
   float m = -INFINITY, s = 0.f;
-  for (float x : v) step(m, s, x);
+  for (float x : v) stitch_lse_step(m, s, x);
   printf("%.9g %.9g\n", m, s);
   m = -INFINITY, s = 0.f;
   int i = 0;
-  for (; i + 4 <= n; i += 4) stitch_online_group<4>(m, s, v.data() + i, step);
-  for (; i < n; ++i) stitch_online_group<1>(m, s, v.data() + i, step);
+  for (; i + 4 <= n; i += 4) stitch_online_group<4>(m, s, v.data() + i, StitchLseStep());
+  for (; i < n; ++i) stitch_online_group<1>(m, s, v.data() + i, StitchLseStep());
   printf("%.9g %.9g\n", m, s);
   return 0;
 }
@@ -108,7 +97,12 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_emulator(tmp_path_factory.mktemp("sweep"), MAIN.replace("@SWEEP@", common_section("sweep")))
+    return build_emulator(
+        tmp_path_factory.mktemp("sweep"),
+        MAIN.replace("@SWEEP@", common_section("sweep")).replace(
+            "@LSE@", common_section("lse step", "axis.cuh")
+        ),
+    )
 
 
 @pytest.mark.parametrize(

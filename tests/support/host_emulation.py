@@ -34,12 +34,12 @@ def build_emulator(folder: Path, main_source: str) -> Path:
     return binary
 
 
-def common_section(name: str) -> str:
-    """A section of templates/common.cuh that compiles alone (between `// ---- NAME` and `// ---- end of
-    NAME`), for emulations of templates that use it."""
+def common_section(name: str, template: str = "common.cuh") -> str:
+    """A section of a template (templates/common.cuh by default) that compiles alone (between `// ---- NAME`
+    and `// ---- end of NAME`), for emulations of templates that use it."""
     from codegen.emit.cuda_unit import TEMPLATE_DIR
 
-    common = (TEMPLATE_DIR / "common.cuh").read_text()
+    common = (TEMPLATE_DIR / template).read_text()
     found = re.search(rf"// ---- {name}\b.*?\n(.*?)// ---- end of {name}", common, re.S)
-    assert found is not None, f"common.cuh lost the {name} section's markers"
+    assert found is not None, f"{template} lost the {name} section's markers"
     return found.group(1)

@@ -39,6 +39,7 @@ __device__ __forceinline__ bool stitch_arg_better(float va, int64_t ia, float vb
   return OP == 0 ? va > vb : va < vb;
 }
 
+// ---- lse step (compiles alone in the CPU emulation: tests/codegen/test_sweep.py)
 // Online (max, sum of exp(x - max)) update with one element. -inf adds nothing; a NaN max sticks (every
 // later comparison is false); a +inf max makes the sum NaN, as PyTorch's exp(inf - inf) does, so a
 // softmax over it is NaN throughout (logsumexp ignores the sum then: stitch_lse_value).
@@ -56,6 +57,7 @@ __device__ __forceinline__ void stitch_lse_step(float& m, float& s, float v) {
 struct StitchLseStep {  // stitch_lse_step as a value, for stitch_online_group's special cases
   __device__ __forceinline__ void operator()(float& m, float& s, float v) const { stitch_lse_step(m, s, v); }
 };
+// ---- end of lse step
 
 __device__ __forceinline__ void stitch_lse_merge(float& m, float& s, float m2, float s2) {
   if (m != m) return;
