@@ -52,11 +52,15 @@ __device__ __forceinline__ void stitch_scan_load4(const Pro& pro, const bool* ma
     float t[4];
     pro.load4(base + p, t);
     if (saved != nullptr) stitch_st4(saved + base + p, t);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int q = REVERSE ? 3 - k : k;
-      v[k] = mask != nullptr ? t[q] * (float)mask[base + p + q] : t[q];
+    if (mask != nullptr) {  // the four mask bytes in one 4-byte load (the launcher checks the alignment)
+      const uchar4 m = *reinterpret_cast<const uchar4*>(mask + base + p);
+      t[0] *= (float)(m.x != 0);
+      t[1] *= (float)(m.y != 0);
+      t[2] *= (float)(m.z != 0);
+      t[3] *= (float)(m.w != 0);
     }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = t[REVERSE ? 3 - k : k];
     return;
   }
 #pragma unroll
@@ -246,7 +250,8 @@ static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, flo
     stitch_scan_cols_kernel<OP, REVERSE, Pro, Epi><<<grid, 256, 0, stream>>>(pro, epi, mask, saved, y, outer, n, inner);
     return (int)cudaGetLastError();
   }
-  const bool vec = (n & 3) == 0 && pro.vec_ok() && stitch_aligned16(y) && (saved == nullptr || stitch_aligned16(saved));
+  const bool vec = (n & 3) == 0 && pro.vec_ok() && stitch_aligned16(y) && (saved == nullptr || stitch_aligned16(saved)) &&
+                   reinterpret_cast<uintptr_t>(mask) % 4 == 0;
   if (n <= STITCH_SCAN_WARP_ROW_MAX) {
     const unsigned grid = stitch_grid_all(outer, STITCH_SCAN_THREADS / 32);
     stitch_scan_warp_kernel<OP, REVERSE, Pro, Epi>

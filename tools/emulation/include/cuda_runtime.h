@@ -63,6 +63,9 @@ struct alignas(8) int2 {
 struct alignas(16) double2 {
   double x, y;
 };
+struct alignas(4) uchar4 {
+  unsigned char x, y, z, w;
+};
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline float3 make_float3(float x, float y, float z) { return float3{x, y, z}; }
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
