@@ -25,13 +25,16 @@ pytestmark = [
         ("level1/56_CrossEntropyLoss", ("stitch_axis_warp_kernel", "stitch_axis_block_kernel")),
     ],
 )
-def test_looping_kernels_keep_four_loads_in_flight(problem: str, kernels: tuple[str, ...]) -> None:
-    runs = sass_audit.audit_problem(problem)
+def test_looping_kernels_keep_four_loads_in_flight_and_no_local_memory(
+    problem: str, kernels: tuple[str, ...]
+) -> None:
+    audited = sass_audit.audit_problem(problem)
     for kernel in kernels:
-        found = [r for name, r in runs.items() if kernel in name]
+        found = [a for name, a in audited.items() if kernel in name]
         assert found, f"{kernel} not in {problem}'s program"
-        assert all(max(r) >= 4 for r in found), (kernel, found)
-        assert not any(sass_audit.serial(name, r) for name, r in runs.items() if kernel in name)
+        assert all(max(a.runs) >= 4 for a in found), (kernel, found)
+        assert not any(sass_audit.serial(name, a.runs) for name, a in audited.items() if kernel in name)
+        assert all(a.local == 0 for a in found), (kernel, found)
 
 
 def test_one_load_at_a_time_is_marked_except_in_per_element_kernels() -> None:
@@ -53,3 +56,16 @@ def test_one_load_at_a_time_is_marked_except_in_per_element_kernels() -> None:
     assert sass_audit.serial("void stitch_row_kernel<0>(float*)", runs["_Z4loopPf"])
     assert not sass_audit.serial("void stitch_ew_vec_kernel<F>(F, long)", runs["_Z4loopPf"])
     assert not sass_audit.serial("batched", runs["_Z8batchedPf"])
+
+
+def test_local_memory_loads_and_stores_are_counted_per_kernel() -> None:
+    sass = """
+        Function : _Z5stackPf
+        /*0000*/ STL [R1], R2 ;
+        /*0010*/ LDL R3, [R1+0x4] ;
+        /*0020*/ LDG.E R2, [R4.64] ;
+        Function : _Z4flatPf
+        /*0000*/ LDG.E R2, [R4.64] ;
+        /*0010*/ LDS R3, [R5] ;
+    """
+    assert sass_audit.local_memory(sass) == {"_Z5stackPf": 2, "_Z4flatPf": 0}
