@@ -244,6 +244,12 @@ __device__ __forceinline__ T stitch_warp_reduce(T v, Op op) {
   return v;
 }
 
+// A compile-time int as a value, for generic lambdas that instantiate per width (decltype(w)::value).
+template <int N>
+struct StitchInt {
+  static constexpr int value = N;
+};
+
 // Work item `item` of a (row, part) grid over rows of `cols` elements cut into parts of `chunk`: its
 // row, the row's first element and the part's elements [lo, hi) within the row.
 struct StitchRowPart {

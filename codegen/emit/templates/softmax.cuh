@@ -307,30 +307,24 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
       }
     };
     const StitchMsAdd add;
+    const auto sweep = [&](auto width) {  // W values a visit: 4 (16-byte loads) or 1
+      constexpr int W = decltype(width)::value;
+      stitch_sweep_batches<4, W>(
+          pro, saved, base, first, cols, step,
+          [&](const float (&t)[4][W], int64_t c) {
+#pragma unroll
+            for (int u = 0; u < 4; ++u) keep(t[u], c + u * step, W);
+            stitch_online_group<4 * W>(m, s, &t[0][0], add);
+          },
+          [&](const float* t, int64_t c) {
+            keep(t, c, W);
+            stitch_online_group<W>(m, s, t, add);
+          });
+    };
     if (vec) {
-      stitch_sweep_batches<4, 4>(
-          pro, saved, base, first, cols, step,
-          [&](const float (&t)[4][4], int64_t c) {
-#pragma unroll
-            for (int u = 0; u < 4; ++u) keep(t[u], c + u * step, 4);
-            stitch_online_group<16>(m, s, &t[0][0], add);
-          },
-          [&](const float* t, int64_t c) {
-            keep(t, c, 4);
-            stitch_online_group<4>(m, s, t, add);
-          });
+      sweep(StitchInt<4>());
     } else {
-      stitch_sweep_batches<4, 1>(
-          pro, saved, base, first, cols, step,
-          [&](const float (&t)[4][1], int64_t c) {
-#pragma unroll
-            for (int u = 0; u < 4; ++u) keep(t[u], c + u * step, 1);
-            stitch_online_group<4>(m, s, &t[0][0], add);
-          },
-          [&](const float* t, int64_t c) {
-            keep(t, c, 1);
-            add(m, s, t[0]);
-          });
+      sweep(StitchInt<1>());
     }
     stitch_ms_block_merge(m, s, red_m, red_s);  // ends with a barrier: the head is complete
     const float log_s = LOG ? logf(s) : 0.f;
