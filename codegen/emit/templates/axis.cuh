@@ -175,18 +175,11 @@ __device__ __forceinline__ void stitch_axis_row_part(const Pro& pro, float* save
     return;
   }
   if (OP == 2) {
-    const StitchLseStep step;
-    if (vec) {
-      stitch_sweep_batches<4, 4>(
-          pro, saved, base, lo + 4 * (int64_t)tid, hi, 4 * (int64_t)nthreads,
-          [&](const float (&t)[4][4], int64_t) { stitch_online_group<16>(st.m, st.s, &t[0][0], step); },
-          [&](const float* t, int64_t) { stitch_online_group<4>(st.m, st.s, t, step); });
-    } else {
-      stitch_sweep_batches<4, 1>(
-          pro, saved, base, lo + tid, hi, nthreads,
-          [&](const float (&t)[4][1], int64_t) { stitch_online_group<4>(st.m, st.s, &t[0][0], step); },
-          [&](const float* t, int64_t) { step(st.m, st.s, t[0]); });
-    }
+    stitch_by_width(vec, [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      stitch_online_sweep<4, W>(pro, saved, base, lo + W * (int64_t)tid, hi, W * (int64_t)nthreads, st.m, st.s,
+                                StitchLseStep(), StitchKeepNothing());
+    });
     return;
   }
   stitch_sweep<4, 1>(pro, saved, base, lo + tid, hi, nthreads,

@@ -257,12 +257,6 @@ struct StitchRowPart {
 };
 
 // ---- sweep (this section compiles alone in the CPU emulation: tests/codegen/test_sweep.py)
-// A thread's strided visits c = first, first + step, ... below hi of the row at `base`, W floats a visit
-// (4: one 16-byte load, 1: one value), read through the prologue and stored to `saved` when given;
-// on(t, c) for each visit in order. The loads of U visits are issued before the first is used: a loop
-// that uses each load before it issues the next (the compiler does not move a load above the store to
-// `saved` or above the use's branches) keeps one load per thread in flight, and a kernel with a warp or
-// a block per row then waits on memory latency instead of streaming.
 // The U visits' loads of the batch at c, issued before any is used, then their values stored to `saved`
 // when given (visits at or past hi are skipped and leave their slots unset).
 template <int U, int W, class Pro>
@@ -293,6 +287,12 @@ __device__ __forceinline__ void stitch_sweep_batch(const Pro& pro, float* saved,
   }
 }
 
+// A thread's strided visits c = first, first + step, ... below hi of the row at `base`, W floats a visit
+// (4: one 16-byte load, 1: one value), read through the prologue and stored to `saved` when given;
+// on(t, c) for each visit in order. The loads of U visits are issued before the first is used: a loop
+// that uses each load before it issues the next (the compiler does not move a load above the store to
+// `saved` or above the use's branches) keeps one load per thread in flight, and a kernel with a warp or
+// a block per row then waits on memory latency instead of streaming.
 template <int U, int W, class Pro, class On>
 __device__ __forceinline__ void stitch_sweep(const Pro& pro, float* saved, int64_t base, int64_t first, int64_t hi,
                                              int64_t step, On on) {
@@ -381,6 +381,45 @@ __device__ __forceinline__ int stitch_head_or_tail(const Pro& pro, const float* 
   return n;
 }
 // ---- end of sweep
+
+// Calls f(StitchInt<4>()) for 16-byte visits, else f(StitchInt<1>()): one generic body for both widths.
+template <class F>
+__device__ __forceinline__ void stitch_by_width(bool vec, F f) {
+  if (vec) {
+    f(StitchInt<4>());
+  } else {
+    f(StitchInt<1>());
+  }
+}
+
+struct StitchKeepNothing {  // stitch_online_sweep's `keep` for kernels that cache nothing
+  __device__ __forceinline__ void operator()(const float*, int64_t, int) const {}
+};
+
+// A thread's online (max m, sum s of exp(x - m)) over its visits of stitch_sweep (W floats a visit, U loads
+// in flight): each complete batch folded at once (stitch_online_group), the visits of a last partial batch
+// one at a time (a scalar visit through `update` itself, the caller's value-by-value update). keep(t, c, W)
+// sees every visit's values first, for a kernel that also caches the row (lib softmax).
+template <int U, int W, class Pro, class Update, class Keep>
+__device__ __forceinline__ void stitch_online_sweep(const Pro& pro, float* saved, int64_t base, int64_t first,
+                                                    int64_t hi, int64_t step, float& m, float& s, Update update,
+                                                    Keep keep) {
+  stitch_sweep_batches<U, W>(
+      pro, saved, base, first, hi, step,
+      [&](const float (&t)[U][W], int64_t c) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) keep(t[u], c + u * step, W);
+        stitch_online_group<U * W>(m, s, &t[0][0], update);
+      },
+      [&](const float* t, int64_t c) {
+        keep(t, c, W);
+        if constexpr (W == 1) {
+          update(m, s, t[0]);
+        } else {
+          stitch_online_group<W>(m, s, t, update);
+        }
+      });
+}
 
 // The values of [lo, hi) of the row at `base` that this thread owns in a block-strided sweep, read through
 // the prologue (and stored to `saved` when given): on4(t) for each 16-byte group when `vec`, else on1(v) for

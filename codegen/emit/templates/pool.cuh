@@ -202,9 +202,9 @@ __global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y,
     // divisions happen once an output, not once a tap (3-D windows still divide q by hn for the depth).
     const I qstep = 32 / wn, cstep = 32 - qstep * wn;
     I q = (I)lane / wn, c = (I)lane - q * wn;
-    const auto address = [&](I q, I c) {
-      const I d = dn == 1 ? (I)0 : q / hn;
-      return xp + (((I)d0 + d) * ih_n + (I)h0 + q - d * hn) * iw_n + (I)w0 + c;
+    const auto address = [&](I row, I col) {
+      const I d = dn == 1 ? (I)0 : row / hn;
+      return xp + (((I)d0 + d) * ih_n + (I)h0 + row - d * hn) * iw_n + (I)w0 + col;
     };
     float acc = MODE == 2 ? 0.f : -INFINITY;
     // Four taps' loads in flight per lane, then folded in tap order (the order of a plain loop). A tap past

@@ -178,17 +178,8 @@ __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* s
     const int64_t base = row * cols;
     float m = -INFINITY;
     float s = 0.f;
-    stitch_sweep_batches<4, 1>(
-        pro, saved, base, threadIdx.x, cols, blockDim.x,
-        [&](const float (&t)[4][1], int64_t c) {
-#pragma unroll
-          for (int u = 0; u < 4; ++u) stitch_row_cache[c + u * (int64_t)blockDim.x] = t[u][0];
-          stitch_online_group<4>(m, s, &t[0][0], StitchMsAdd());
-        },
-        [&](const float* t, int64_t c) {
-          stitch_row_cache[c] = t[0];
-          stitch_ms_add(m, s, t[0]);
-        });
+    stitch_online_sweep<4, 1>(pro, saved, base, threadIdx.x, cols, blockDim.x, m, s, StitchMsAdd(),
+                              [&](const float* t, int64_t c, int) { stitch_row_cache[c] = t[0]; });
     stitch_ms_block_merge(m, s, red_m, red_s);
     const float log_s = LOG ? logf(s) : 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -209,18 +200,11 @@ __global__ void stitch_softmax_block_kernel(Pro pro, Epi epi, float* y, float* s
 template <class Pro>
 __device__ __forceinline__ void stitch_softmax_part_stats(const Pro& pro, float* saved, int64_t base, int64_t lo,
                                                           int64_t hi, bool vec, float& m, float& s) {
-  const StitchMsAdd add;
-  if (vec) {
-    stitch_sweep_batches<2, 4>(
-        pro, saved, base, lo + 4 * (int64_t)threadIdx.x, hi, 4 * (int64_t)blockDim.x,
-        [&](const float (&t)[2][4], int64_t) { stitch_online_group<8>(m, s, &t[0][0], add); },
-        [&](const float* t, int64_t) { stitch_online_group<4>(m, s, t, add); });
-  } else {
-    stitch_sweep_batches<2, 1>(
-        pro, saved, base, lo + (int64_t)threadIdx.x, hi, (int64_t)blockDim.x,
-        [&](const float (&t)[2][1], int64_t) { stitch_online_group<2>(m, s, &t[0][0], add); },
-        [&](const float* t, int64_t) { add(m, s, t[0]); });
-  }
+  stitch_by_width(vec, [&](auto width) {
+    constexpr int W = decltype(width)::value;
+    stitch_online_sweep<2, W>(pro, saved, base, lo + W * (int64_t)threadIdx.x, hi, W * (int64_t)blockDim.x, m, s,
+                              StitchMsAdd(), StitchKeepNothing());
+  });
 }
 
 // This thread's outputs over [lo, hi) of the row at `base`, given the row's (max, sum).
@@ -306,26 +290,9 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
         if (c + k < cached) stitch_row_head[c + k] = t[k];
       }
     };
-    const StitchMsAdd add;
-    const auto sweep = [&](auto width) {  // W values a visit: 4 (16-byte loads) or 1
-      constexpr int W = decltype(width)::value;
-      stitch_sweep_batches<4, W>(
-          pro, saved, base, first, cols, step,
-          [&](const float (&t)[4][W], int64_t c) {
-#pragma unroll
-            for (int u = 0; u < 4; ++u) keep(t[u], c + u * step, W);
-            stitch_online_group<4 * W>(m, s, &t[0][0], add);
-          },
-          [&](const float* t, int64_t c) {
-            keep(t, c, W);
-            stitch_online_group<W>(m, s, t, add);
-          });
-    };
-    if (vec) {
-      sweep(StitchInt<4>());
-    } else {
-      sweep(StitchInt<1>());
-    }
+    stitch_by_width(vec, [&](auto width) {
+      stitch_online_sweep<4, decltype(width)::value>(pro, saved, base, first, cols, step, m, s, StitchMsAdd(), keep);
+    });
     stitch_ms_block_merge(m, s, red_m, red_s);  // ends with a barrier: the head is complete
     const float log_s = LOG ? logf(s) : 0.f;
     for (int64_t c = first; c < cols; c += step) {
