@@ -65,17 +65,21 @@ class KernelSass:
     local: int
 
 
+def _kernels(sass: str) -> list[tuple[str, str]]:
+    """(mangled name, SASS body) of each function cuobjdump printed."""
+    parts = _FUNCTION.split(sass)
+    return list(zip(parts[1::2], parts[2::2], strict=True))
+
+
 def local_memory(sass: str) -> dict[str, int]:
     """Kernel (mangled name) -> how many local-memory loads and stores its code holds."""
-    parts = _FUNCTION.split(sass)
-    return {name: len(_LOCAL.findall(body)) for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    return {name: len(_LOCAL.findall(body)) for name, body in _kernels(sass)}
 
 
 def load_runs(sass: str) -> dict[str, list[int]]:
     """Kernel (mangled name) -> lengths of its runs of consecutive global loads, in program order."""
-    parts = _FUNCTION.split(sass)
     found: dict[str, list[int]] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+    for name, body in _kernels(sass):
         runs, current = [], 0
         for op in _OP.findall(body):
             if op.startswith("LDG"):
