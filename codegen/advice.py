@@ -131,10 +131,13 @@ def choose_optimisation(
     launches: int,
     has_elementwise: bool,
     streams: int = 1,
+    graph_pays: bool = True,
 ) -> Optimisation | None:
     """The first applicable optimisation the feedback asks for (or a default by the program's shape).
 
-    A tuned launch table that changes this program's knobs comes first: it is a measurement.
+    A tuned launch table that changes this program's knobs comes first: it is a measurement. A CUDA
+    graph is offered only where it `graph_pays` (codegen.schedule.plan.graph_pays: its input copies
+    cost less than the host time it saves), whatever the feedback asks.
     """
     tuned = launch_from(feedback)
     merged = merge_launch(options.launch, tuned)
@@ -146,7 +149,7 @@ def choose_optimisation(
             f"optimize: {count} launch knob(s) set as the GPU tuner measured them fastest",
         )
     applicable: dict[str, Optimisation] = {}
-    if traced and not options.cuda_graph and launches >= 2:
+    if traced and graph_pays and not options.cuda_graph and launches >= 2:
         new = replace(options, cuda_graph=True, levels=dict(options.levels))
         applicable["cuda_graph"] = Optimisation(
             "cuda_graph", new, "optimize: capture the forward in a CUDA graph"

@@ -16,7 +16,7 @@ from codegen.advice import advice_for, choose_optimisation
 from codegen.emit.assemble import Options, Program, assemble
 from codegen.schedule.demotion import has_split_form
 from codegen.schedule.fusion import ELEMENTWISE, REFERENCE
-from codegen.schedule.plan import Analysis, analyse, build_plan
+from codegen.schedule.plan import Analysis, analyse, build_plan, graph_pays
 from codegen.schedule.repair import plan_fix
 from graph.artifacts import Candidate, CoderMode, Feedback, Finding, Plan, Profile, Task, TestResult
 from graph.context import Context
@@ -93,7 +93,13 @@ class OfflinePolicy:
             t.startswith("ew") or "ew_epilogue" in t or t.startswith("bn") for t in program.templates.values()
         )
         choice = choose_optimisation(
-            feedback, options, analysis.ok, program.launches, has_ew, program.streams
+            feedback,
+            options,
+            analysis.ok,
+            program.launches,
+            has_ew,
+            program.streams,
+            graph_pays=graph_pays(analysis),
         )
         if choice is None:
             return self._candidate(

@@ -56,6 +56,10 @@ LAUNCH_US = 5.0  # typical launch + Python dispatch cost of one kernel, microsec
 # graph, however long its kernels.
 GROUP_HOST_US = 20.0
 CONV_HOST_US = 40.0
+# A CUDA graph replays the forward from static input buffers, so every call first copies its inputs
+# in (read and write: 2 bytes moved per input byte at the copy ceiling). It pays only where that copy
+# costs less than the host time per call it saves: a few large kernels over big inputs (a norm over
+# 268 MB, H100 suite run: 0.43 -> 0.74 ms with a graph) lose, a CNN at small batch wins.
 
 
 @dataclass
@@ -348,6 +352,27 @@ def speed_of_light_ms(total_flops: int, total_bytes: int) -> float:
     return speed_of_light(total_flops, total_bytes, TARGET_CEILINGS, "fp32").sol_ms
 
 
+def groups_host_us(groups: list[Group]) -> float:
+    """The host time per call of the covered groups' calls (GROUP_HOST_US, CONV_HOST_US), microseconds."""
+    return sum(GROUP_HOST_US + (CONV_HOST_US if g.kind == CONV else 0.0) for g in groups if g.covered)
+
+
+def graph_input_copy_us(analysis: Analysis) -> float:
+    """Microseconds a CUDA graph's copy of the forward's tensor inputs into its static buffers takes at
+    the target's copy ceiling (0 for an untraced reference: nothing to estimate from)."""
+    if analysis.traced is None or analysis.classifier is None:
+        return 0.0
+    inputs = [n for n in analysis.traced.graph.nodes if n.op == "placeholder"]
+    values = [analysis.classifier.value(n) for n in inputs]
+    nbytes = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+    return 2.0 * nbytes / TARGET_CEILINGS.copy_bandwidth * 1e6
+
+
+def graph_pays(analysis: Analysis) -> bool:
+    """Whether replaying from a CUDA graph can save more host time than its input copies cost."""
+    return graph_input_copy_us(analysis) < groups_host_us(analysis.groups)
+
+
 def _host_plan(
     analysis: Analysis,
     classifier: Classifier,
@@ -376,15 +401,19 @@ def _host_plan(
                 buffers.append(f"{node.name}: {tensor.shape} {tensor.dtype}")
     sol_us = speed_of_light_ms(total_flops, total_bytes) * 1e3
     per_launch_us = sol_us / max(launches, 1)
-    host_us = sum(GROUP_HOST_US + (CONV_HOST_US if g.kind == CONV else 0.0) for g in groups if g.covered)
+    host_us = groups_host_us(groups)
+    copy_us = graph_input_copy_us(analysis)
     launch_bound = launches >= 6 and (per_launch_us < 2 * LAUNCH_US or host_us > sol_us)
     if reference_profile is not None and reference_profile.kernel_count >= 6:
         mean_kernel_us = reference_profile.device_ms * 1e3 / max(reference_profile.kernel_count, 1)
         launch_bound = launch_bound or mean_kernel_us < 2 * LAUNCH_US
     notes = (
         f"speed of light {sol_us:.1f} us over ~{launches} launches ({per_launch_us:.1f} us each); "
-        f"~{host_us:.0f} us of host calls"
+        f"~{host_us:.0f} us of host calls; a CUDA graph's input copies ~{copy_us:.0f} us"
     )
+    if launch_bound and copy_us >= host_us:
+        notes += "; launch-bound, but a CUDA graph's input copies would cost more than the launches it saves"
+        launch_bound = False
     if launch_bound:
         notes += (
             "; launch-bound: capture the forward into one CUDA graph (static input copies, cloned output)"

@@ -1,44 +1,46 @@
 #!/usr/bin/env bash
-# The measurements the twelfth session left owed, in one device call of about four minutes:
-#  1. whether the strict timing runs at full SM clocks (evals/device/clock_probe.py), around the
-#     verifier's timing of two convolutions;
-#  2. a convolution's host time with cuDNN's engines off and on (on by default since the eleventh
-#     session), alternated twice; the logs keep each search's candidates (STITCH_CONV_SEARCH) and
-#     the engine lists (STITCH_CONV_ENGINES);
-#  3. every level-1 pool through the verifier (ours against eager, after the index dividers and the
-#     adaptive kernel's tap walk).
+# The measurements the thirteenth session left owed, in one device call of about five minutes:
+#  1. where a forward's strict time goes beyond its kernels, ours against eager's
+#     (evals/device/issue_probe.py: hot and strict issue time, strict mean, back-to-back device time)
+#     on a single-group streaming problem (ReLU), a concatenation, an arg-reduction, cross entropy's
+#     four groups, instance norm's one-pass kernel and a convolution;
+#  2. the same programs' host time split into our extension calls and the Python around them, with
+#     cProfile's top functions (evals/device/host_overhead.py);
+#  3. the long-row kernels' shared-memory head in 16-byte accesses (instance norm's one-pass kernel,
+#     the long-row log-softmax; group norm as the control), programs of the code before (AB_BASE) and
+#     after, alternated twice (evals/device/ab_probe.sh).
 # The logs come back as one file ($OUT/logs.tgz: the device tool returns a limited number of files).
-#   CPU:    bash evals/device/next_probes.sh --write
-#   device: bash evals/device/next_probes.sh          (carry out/)
+#   CPU:    bash evals/device/next_probes.sh --write      (writes out/probe-issue, out/ab-base, out/ab-head)
+#   device: bash evals/device/next_probes.sh               (carry those three folders)
 set -u
+AB_PROBLEMS="level1/31_InstanceNorm level1/58_LogSoftmax_LongRows level1/30_GroupNorm"
 if [ "${1:-}" = "--write" ]; then
     set -e
-    rm -rf out/probe-conv out/probe-pools
-    python -m evals.device.verify_probe --write out/probe-conv level1/15_Conv2d_Dilated \
-        level1/19_Conv2d_Same_Rectangular level2/10_Conv2d_Add_ReLU level3/8_DenseBlock
-    # shellcheck disable=SC2046
-    exec python -m evals.device.verify_probe --write out/probe-pools \
-        $(ls evals/suite/level1 | grep -i pool | sed 's/.py$//; s|^|level1/|')
+    rm -rf out/probe-issue out/ab-base out/ab-head
+    python -m evals.device.verify_probe --write out/probe-issue level1/1_ReLU \
+        level1/49_Concat_Channels level1/46_Argmax_MiddleDim level1/56_CrossEntropyLoss \
+        level1/31_InstanceNorm level1/15_Conv2d_Dilated
+    # shellcheck disable=SC2086
+    python -m evals.device.verify_probe --write out/ab-head $AB_PROBLEMS
+    base=/tmp/stitchcuda-ab-base
+    rm -rf "$base" && git worktree prune
+    git worktree add --detach "$base" "${AB_BASE:-HEAD~1}"
+    # shellcheck disable=SC2086
+    (cd "$base" && python -m evals.device.verify_probe --write "$OLDPWD/out/ab-base" $AB_PROBLEMS)
+    git worktree remove --force "$base"
+    exit 0
 fi
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 logs=/tmp/next-probes-logs
-rm -rf "$logs" && mkdir -p "$logs/clocks"
+rm -rf "$logs" && mkdir -p "$logs"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
 t0=$(date +%s)
-OUT=$logs/clocks timeout 120 python3 -m evals.device.clock_probe -- \
-    python3 -m evals.device.verify_probe out/probe-conv
-grep -E "^\| level" "$logs/clocks/command.log" | cut -d'|' -f2-6
-echo "clocks: $(( $(date +%s) - t0 )) s"
-for run in 1 2; do
-    for engines in 0 1; do
-        log="$logs/host-engines$engines-run$run.log"
-        STITCHCUDA_CUDNN_CACHE=off STITCHCUDA_CUDNN_ENGINES=$engines timeout 120 python3 -m evals.device.host_overhead out/probe-conv > "$log" 2>&1
-        echo "=== engines $engines, run $run (exit $?)"
-        grep -E "^\| level|STITCH_CONV_HOST_TRACE" "$log" | sed 's|STITCH_CONV_HOST_TRACE .*/stitch_|trace |'
-    done
-done
-echo "engines: $(( $(date +%s) - t0 )) s"
-timeout 150 python3 -m evals.device.verify_probe out/probe-pools > "$logs/pools.log" 2>&1
-grep -E "^\| level" "$logs/pools.log" | cut -d'|' -f2-6
+timeout 240 python3 -m evals.device.issue_probe out/probe-issue > "$logs/issue.log" 2>&1
+echo "issue probe (exit $?): $(( $(date +%s) - t0 )) s"
+grep -E "^\| " "$logs/issue.log"
+timeout 150 python3 -m evals.device.host_overhead out/probe-issue > "$logs/host.log" 2>&1
+echo "host split (exit $?): $(( $(date +%s) - t0 )) s"
+grep -E "^\| " "$logs/host.log"
+OUT=$logs AB_TIMEOUT=150 bash evals/device/ab_probe.sh out/ab-base out/ab-head 2
 echo "all: $(( $(date +%s) - t0 )) s"
 tar czf "${OUT:-/tmp}/logs.tgz" -C "$logs" .

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from graph.artifacts import Best
 from graph.state import State, read_optional
 from nodes.llm.call_log import summarize
 from nodes.support.run_summary import markdown_sections
 from nodes.support.speed import speed_verdict
-from nodes.support.worker_client import kernelbench_line
+from nodes.support.worker_client import kernelbench_line, to_profile
+from tools.protocol import ProfileInfo
 from tools.sandbox import SandboxError, layers_line, platform_layers
 
 
@@ -31,6 +32,16 @@ PROFILE_FIELDS = ("source", "device_ms", "kernel_count", "own_kernel_share", "su
 
 def _profile_fields(profile: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: profile.get(k) for k in PROFILE_FIELDS} if profile else None
+
+
+def _shown_profile(state: State, best: Best | None) -> dict[str, Any] | None:
+    """The profile of the program the report shows. The state's profile is the last one taken; when a
+    later candidate was profiled (an optimisation that did not win), the best's own verification
+    trace stands in, so the report never pairs the best's time with another program's kernels."""
+    latest = state.get("profile")
+    if best is None or (state.get("candidate") or {}).get("id") == best.candidate.id:
+        return latest
+    return to_profile(cast(ProfileInfo, best.test.profile)).dump() if best.test.profile else None
 
 
 def _sandbox(mode: str) -> dict[str, Any]:
@@ -85,7 +96,7 @@ def build_report(
             "total_bytes": plan.get("total_bytes"),
             "cuda_graph": (plan.get("host") or {}).get("cuda_graph"),
         },
-        "profile": _profile_fields(state.get("profile")),
+        "profile": _profile_fields(_shown_profile(state, best)),
         "reference_profile": _profile_fields(state.get("reference_profile")),
         "harness": kernelbench_line(best_test.get("kernelbench")) if best_test else None,
         "harness_check": best_test.get("kernelbench") if best_test else None,

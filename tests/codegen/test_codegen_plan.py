@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from codegen.advice import CUDA_GRAPH_ADVICE
 from codegen.policy import OfflinePolicy
 from codegen.schedule.plan import LAUNCH_US, analyse, build_plan, speed_of_light_ms
-from graph.artifacts import Plan, Profile, Task
+from graph.artifacts import Feedback, Plan, Profile, Task
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
 SUITE = Path(__file__).parents[2] / "evals" / "suite"
@@ -223,3 +224,29 @@ def test_library_calls_host_time_marks_a_forward_host_bound() -> None:
     assert plan.host.cuda_graph
     single = plan_for("level2/4_Conv_BN_ReLU.py")  # five launches: a graph's copies would not pay
     assert "us of host calls" in single.host.notes and not single.host.cuda_graph
+
+
+@pytest.mark.skipif(not SUITE.is_dir(), reason="evals/suite not present")
+def test_a_cuda_graph_pays_only_where_its_input_copies_cost_less_than_the_host_time_saved() -> None:
+    """A group norm over a 268 MB input (one group: ~20 us of host calls) would copy that input into
+    the graph's buffer on every call (~125 us at the H200's copy ceiling): no graph, planned or offered
+    by the optimiser. DenseNet's block copies 6 us of input to save a millisecond of host calls."""
+    from codegen.schedule.plan import graph_input_copy_us, graph_pays, groups_host_us
+
+    def suite_task(name: str) -> Task:
+        path = SUITE / f"{name}.py"
+        return Task(name=path.stem, path=str(path), source=path.read_text())
+
+    norm = analyse(suite_task("level1/30_GroupNorm"))
+    assert graph_input_copy_us(norm) == pytest.approx(2 * 16 * 64 * 256 * 256 * 4 / 4.3e12 * 1e6, rel=0.05)
+    assert groups_host_us(norm.groups) == 20.0 and not graph_pays(norm)
+    dense = analyse(suite_task("level3/8_DenseBlock"))
+    assert graph_input_copy_us(dense) < 10 and graph_pays(dense)
+    # the offline optimiser, asked for a graph by a host-bound diagnosis, does not write one here
+    policy = OfflinePolicy()
+    task = suite_task("level1/30_GroupNorm")
+    plan = policy.plan(task, None)
+    first = policy.write(task, plan, 1)
+    feedback = Feedback(kind="optimize", summary="host-bound", suggestions=[CUDA_GRAPH_ADVICE])
+    second = policy.revise(task, plan, first, feedback, "optimize", 2)
+    assert "_StitchGraphRunner()" not in second.source and "CUDA graph" not in second.summary

@@ -99,6 +99,11 @@ def test_host_bound_from_the_timed_calls_host_time_beside_eagers() -> None:
     assert CUDA_GRAPH_ADVICE in feedback.suggestions
     chosen = choose_optimisation(feedback, Options(), traced=True, launches=3, has_elementwise=True)
     assert chosen is not None and chosen.name == "cuda_graph"
+    # ... unless the graph's input copies cost more than it saves (codegen.schedule.plan.graph_pays)
+    costly = choose_optimisation(
+        feedback, Options(), traced=True, launches=3, has_elementwise=True, graph_pays=False
+    )
+    assert costly is None or costly.name != "cuda_graph"
     # Eager's own host time is the floor: a 1.5 ms streaming kernel issued in 47 us against eager's 18 us
     # is 3% of the forward; and a call no slower to issue than eager's is never host-bound.
     streaming = TestResult(status="passed", candidate_ms=1.46, candidate_issue_ms=0.047, eager_issue_ms=0.018)
