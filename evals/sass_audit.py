@@ -15,7 +15,10 @@ kinds (elementwise, fill, finish and finalize kernels), where the grid itself ke
 rows, is marked too: the mark is a hint, not a verdict). It also counts each kernel's local-memory
 loads and stores: a register array the compiler could not unroll lives in local memory, and a row
 kernel that stores and reloads it on every batch slows down (a batched logsumexp whose partial sums sat
-in a halving loop's array measured 1.05 -> 1.50 ms on an H100, 2026-12-06).
+in a halving loop's array measured 1.05 -> 1.50 ms on an H100, 2026-12-06). And it counts each kernel's
+16-byte shared-memory accesses (LDS.128, STS.128): a float4 kept in shared memory as four scalar
+accesses at a four-float stride per thread conflicts four ways on the banks (the long-row kernels'
+heads did until 2026-12-06).
 """
 
 from __future__ import annotations
@@ -55,14 +58,17 @@ def cuobjdump() -> str | None:
 
 
 _LOCAL = re.compile(r"\b(LDL|STL)\b")
+_WIDE_SHARED = re.compile(r"\b(?:LDS|STS)(?:\.[A-Z0-9]+)*\.128\b")
 
 
 @dataclass
 class KernelSass:
-    """One kernel's audit: its runs of consecutive global loads and its local-memory instructions."""
+    """One kernel's audit: its runs of consecutive global loads, its local-memory instructions and its
+    16-byte shared-memory accesses."""
 
     runs: list[int]
     local: int
+    wide_shared: int = 0
 
 
 def _kernels(sass: str) -> list[tuple[str, str]]:
@@ -74,6 +80,11 @@ def _kernels(sass: str) -> list[tuple[str, str]]:
 def local_memory(sass: str) -> dict[str, int]:
     """Kernel (mangled name) -> how many local-memory loads and stores its code holds."""
     return {name: len(_LOCAL.findall(body)) for name, body in _kernels(sass)}
+
+
+def wide_shared(sass: str) -> dict[str, int]:
+    """Kernel (mangled name) -> how many 16-byte shared-memory loads and stores its code holds."""
+    return {name: len(_WIDE_SHARED.findall(body)) for name, body in _kernels(sass)}
 
 
 def load_runs(sass: str) -> dict[str, list[int]]:
@@ -115,9 +126,9 @@ def audit(cuda_src: str, arch: str, include: list[str]) -> dict[str, KernelSass]
             ["nvcc", "-c", "-O3", *flags, str(source), "-o", str(obj)], check=True, capture_output=True
         )
         sass = subprocess.run([tool, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
-    runs, local = load_runs(sass), local_memory(sass)
+    runs, local, wide = load_runs(sass), local_memory(sass), wide_shared(sass)
     names = demangle(list(runs))
-    return {names[n]: KernelSass(r, local.get(n, 0)) for n, r in runs.items()}
+    return {names[n]: KernelSass(r, local.get(n, 0), wide.get(n, 0)) for n, r in runs.items()}
 
 
 def serial(kernel: str, runs: list[int]) -> bool:
@@ -142,11 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for key in args.problems:
         print(f"== {key}")
-        print("longest runs local  kernel")
+        print("longest runs local lds/sts.128  kernel")
         for kernel, found in sorted(audit_problem(key, args.arch).items()):
             mark = "  <- one load in flight" if serial(kernel, found.runs) else ""
             mark += "  <- local memory" if found.local else ""
-            print(f"{max(found.runs):7d} {len(found.runs):4d} {found.local:5d}  {kernel[:110]}{mark}")
+            print(
+                f"{max(found.runs):7d} {len(found.runs):4d} {found.local:5d} {found.wide_shared:12d}  "
+                f"{kernel[:110]}{mark}"
+            )
     return 0
 
 

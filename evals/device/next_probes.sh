@@ -24,7 +24,7 @@ if [ "${1:-}" = "--write" ]; then
     python -m evals.device.verify_probe --write out/ab-head $AB_PROBLEMS
     base=/tmp/stitchcuda-ab-base
     rm -rf "$base" && git worktree prune
-    git worktree add --detach "$base" "${AB_BASE:-HEAD~1}"
+    git worktree add --detach "$base" "${AB_BASE:-e95b898}"  # the code before the 16-byte heads
     # shellcheck disable=SC2086
     (cd "$base" && python -m evals.device.verify_probe --write "$OLDPWD/out/ab-base" $AB_PROBLEMS)
     git worktree remove --force "$base"

@@ -37,6 +37,21 @@ def test_looping_kernels_keep_four_loads_in_flight_and_no_local_memory(
         assert all(a.local == 0 for a in found), (kernel, found)
 
 
+@pytest.mark.parametrize(
+    ("problem", "kernel"),
+    [
+        ("level1/31_InstanceNorm", "stitch_gn_onepass_kernel"),
+        ("level1/4_Softmax", "stitch_softmax_long_kernel"),
+    ],
+)
+def test_the_long_row_kernels_keep_their_head_in_shared_memory_16_bytes_at_a_time(
+    problem: str, kernel: str
+) -> None:
+    """The head of a long row moves as float4 (STS.128 and LDS.128), not as four bank-conflicting scalars."""
+    found = [a for name, a in sass_audit.audit_problem(problem).items() if kernel in name]
+    assert found and all(a.wide_shared >= 2 for a in found), (kernel, found)
+
+
 def test_one_load_at_a_time_is_marked_except_in_per_element_kernels() -> None:
     sass = """
         Function : _Z4loopPf
@@ -69,3 +84,8 @@ def test_local_memory_loads_and_stores_are_counted_per_kernel() -> None:
         /*0010*/ LDS R3, [R5] ;
     """
     assert sass_audit.local_memory(sass) == {"_Z5stackPf": 2, "_Z4flatPf": 0}
+    wide = (
+        sass
+        + "        Function : _Z4headPf\n        /*0000*/ STS.128 [R2], R4 ;\n        /*0010*/ LDS.U.128 R8, [R2] ;\n"
+    )
+    assert sass_audit.wide_shared(wide) == {"_Z5stackPf": 0, "_Z4flatPf": 0, "_Z4headPf": 2}

@@ -364,23 +364,46 @@ __device__ __forceinline__ void stitch_online_group(float& m, float& s, const fl
   s += (part[0] + part[1]) + (part[2] + part[3]);
 }
 
-// Values j.. of the row at `base` (four when vec, else one; returns how many): from the shared-memory head
-// below `cached`, else through the prologue from global memory. The long-row kernels (lib softmax, lib
-// groupnorm) keep a row's head in shared memory and read its tail again, from L2.
+// ---- end of sweep
+
+// The long-row kernels (lib softmax, lib groupnorm) keep a row's head, the values below `cached` (a multiple
+// of 4), in shared memory and read its tail again, from L2. A float4 visit (j a multiple of 4) moves as one
+// 16-byte access: a warp's 32 accesses then cover the banks once, where four scalar accesses at a four-float
+// stride per thread conflicted four ways, on the store and on the load.
+// Keeps the n values t of column j in the head, when j is below `cached`.
+__device__ __forceinline__ void stitch_head_keep(float* head, int64_t j, int64_t cached, const float* t, int n) {
+  if (j >= cached) return;
+  if (n == 4) {
+    *reinterpret_cast<float4*>(head + j) = make_float4(t[0], t[1], t[2], t[3]);
+  } else {
+    head[j] = t[0];
+  }
+}
+
+// Values j.. of the row at `base` (four when vec, else one; returns how many): from the head below
+// `cached`, else through the prologue from global memory.
 template <class Pro>
 __device__ __forceinline__ int stitch_head_or_tail(const Pro& pro, const float* head, int64_t base, int64_t j,
                                                    int64_t cached, bool vec, float t[4]) {
-  const int n = vec ? 4 : 1;
   if (j < cached) {
-    for (int k = 0; k < n; ++k) t[k] = head[j + k];
-  } else if (vec) {
-    pro.load4(base + j, t);
-  } else {
-    t[0] = pro.load(base + j);
+    if (vec) {
+      const float4 q = *reinterpret_cast<const float4*>(head + j);
+      t[0] = q.x;
+      t[1] = q.y;
+      t[2] = q.z;
+      t[3] = q.w;
+      return 4;
+    }
+    t[0] = head[j];
+    return 1;
   }
-  return n;
+  if (vec) {
+    pro.load4(base + j, t);
+    return 4;
+  }
+  t[0] = pro.load(base + j);
+  return 1;
 }
-// ---- end of sweep
 
 // Calls f(StitchInt<4>()) for 16-byte visits, else f(StitchInt<1>()): one generic body for both widths.
 template <class F>

@@ -152,8 +152,8 @@ __global__ void __launch_bounds__(1024) stitch_gn_onepass_kernel(Pro pro, Epi ep
     double s = 0.0;
     double q = 0.0;
     const auto take = [&](const float* t, int64_t j, int n) {
+      stitch_head_keep(stitch_gn_head, j, cached, t, n);
       for (int k = 0; k < n; ++k) {
-        if (j + k < cached) stitch_gn_head[j + k] = t[k];
         const double a = (double)t[k];
         s += a;
         q += a * a;

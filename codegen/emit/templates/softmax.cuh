@@ -285,11 +285,7 @@ __global__ void __launch_bounds__(1024) stitch_softmax_long_kernel(Pro pro, Epi 
     const int64_t base = row * cols;
     float m = -INFINITY;
     float s = 0.f;
-    const auto keep = [&](const float* t, int64_t c, int n) {  // the head's share of the values
-      for (int k = 0; k < n; ++k) {
-        if (c + k < cached) stitch_row_head[c + k] = t[k];
-      }
-    };
+    const auto keep = [&](const float* t, int64_t c, int n) { stitch_head_keep(stitch_row_head, c, cached, t, n); };
     stitch_by_width(vec, [&](auto width) {
       stitch_online_sweep<4, decltype(width)::value>(pro, saved, base, first, cols, step, m, s, StitchMsAdd(), keep);
     });
