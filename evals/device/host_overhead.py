@@ -51,6 +51,24 @@ def host_us(fn: Any, inputs: list[Any], calls: int = CALLS) -> float:
     return statistics.median(times)
 
 
+def back_to_back_ms(fn: Any, inputs: list[Any], calls: int = 20, warmup: int = 1) -> float:
+    """Milliseconds per call of `calls` calls issued back to back between two events (after `warmup`
+    calls): the device's time with the host's issue hidden behind it, for calls longer than their issue."""
+    import torch
+
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(*inputs)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(calls):
+            fn(*inputs)
+        end.record()
+        torch.cuda.synchronize()
+    return float(start.elapsed_time(end)) / calls
+
+
 def top_functions(fn: Any, inputs: list[Any], calls: int = CALLS, top: int = TOP) -> str:
     """cProfile's functions by own time over `calls` forwards (its own overhead inflates all of them)."""
     import torch

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evals.device.host_overhead import host_us, load_case
+from evals.device.host_overhead import back_to_back_ms, host_us, load_case
 
 CALLS = 100
 
@@ -36,23 +36,6 @@ def strict_stats(fn: Any, inputs: list[Any], calls: int = CALLS) -> dict[str, fl
 
     stats = time_strict(fn, [inputs], inputs[0].device, warmup=3, trials=calls)
     return {"issue_us": float(stats["issue_median_ms"]) * 1e3, "ms": float(stats["mean_ms"])}
-
-
-def back_to_back_ms(fn: Any, inputs: list[Any], calls: int = 20) -> float:
-    """Milliseconds per call of `calls` calls issued back to back between two events: the device's
-    time with the host's issue hidden behind it (for calls longer than their issue)."""
-    import torch
-
-    with torch.no_grad():
-        fn(*inputs)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(calls):
-            fn(*inputs)
-        end.record()
-        torch.cuda.synchronize()
-    return float(start.elapsed_time(end)) / calls
 
 
 def measure(fn: Any, inputs: list[Any]) -> dict[str, float]:

@@ -38,6 +38,8 @@ from typing import Any
 import pytest
 import torch
 
+from evals.device.host_overhead import back_to_back_ms
+
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "evals" / "suite"
 FIXTURES = REPO / "tests" / "fixtures" / "problems"
@@ -243,17 +245,7 @@ def _norm(a: torch.Tensor, ref64: torch.Tensor) -> float:
 
 
 def _clock(model: Any, inputs: list[Any], runs: int = 10) -> float:
-    with torch.no_grad():
-        for _ in range(3):
-            model(*inputs)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(runs):
-            model(*inputs)
-        end.record()
-        torch.cuda.synchronize()
-    return start.elapsed_time(end) / runs
+    return back_to_back_ms(model, inputs, calls=runs, warmup=3)
 
 
 def run_case(entry: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import torch
 
+from evals.device.host_overhead import back_to_back_ms
+
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "evals" / "suite"
 
@@ -131,15 +133,7 @@ def _leaves(value: Any) -> list[torch.Tensor]:
 
 
 def _clock(fn: Any, runs: int = 20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(runs):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / runs
+    return back_to_back_ms(lambda: fn(), [], calls=runs)
 
 
 def run_case(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
