@@ -113,7 +113,8 @@ class TimingStats(TypedDict, total=False):
     device_wide_mean_ms: float  # strict: end event recorded after a device-wide synchronize
     host_mean_ms: float  # strict: host clock around the call and the synchronize
     off_stream: bool  # strict: work escaped the current stream (the headline is then device-wide)
-    off_stream_gap_ms: float
+    off_stream_gap_ms: float  # strict: median device-wide minus stream time, net of the sync latency
+    sync_latency_median_ms: float  # strict: an idle synchronize-then-record round trip (host wake-up)
     clock_disagreement: bool  # strict: events and the host clock disagree
     input_sets: int  # strict: input sets rotated across the timed calls
     cuda_mallocs: int  # strict: allocator segments created inside the counted calls

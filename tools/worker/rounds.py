@@ -118,6 +118,7 @@ def _summary(contestant: Contestant, method: str, input_sets: int) -> dict[str, 
             input_sets,
             raw.get("cuda_mallocs", ()),
             raw.get("issue", ()),
+            raw.get("sync_latency", ()),
         )
     stats["rounds"] = len(contestant.round_means)
     stats["round_means_ms"] = [round(m, 6) for m in contestant.round_means]

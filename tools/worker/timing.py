@@ -18,8 +18,13 @@ tensors let a candidate cache its answer by pointer. The `strict` method, our de
   stream's work counts) and the host clock around call + synchronize (`host`). When the
   device-wide time exceeds the stream time by more than OFF_STREAM_MARGIN (median over calls),
   work escaped the current stream: the headline becomes the device-wide time and `off_stream` is
-  set. When host and device-wide clocks disagree by more than CLOCK_MARGIN, `clock_disagreement`
-  is set (a patched or confused event);
+  set. The device-wide end is recorded by the host after its synchronize returns, so a busy host
+  (other processes on the machine's cores) adds its wake-up latency to that clock alone; each call
+  therefore also times the same synchronize-then-record round trip with nothing left to wait for
+  (`sync_latency`), and the gap is taken net of it. (An H100 suite run measured a plain convolution's
+  eager baseline at 3.12 ms device-wide against 1.51 ms on its stream, a false `off_stream` from
+  host latency alone, 2026-12-06.) When host and device-wide clocks disagree by more than
+  CLOCK_MARGIN, `clock_disagreement` is set (a patched or confused event);
 - calls `before_flush` (the worker resets persisting-L2 state there) before each L2 flush.
 
 The clock functions are bound when this module is imported, before any candidate runs, so a
@@ -191,12 +196,14 @@ def time_strict(
     host_ms: list[float] = []
     mallocs: list[float] = []
     issue_ms: list[float] = []
+    latency_ms: list[float] = []
     with torch.no_grad():
         for i in range(warmup):
             fn(*clone_inputs(input_sets[i % sets]))
         if on_cuda:
             _synchronize(device)
         flush = torch.empty(L2_FLUSH_BYTES // 8, dtype=torch.int64, device=device) if on_cuda else None
+        idle_start, idle_end = _Event(enable_timing=True), _Event(enable_timing=True)
         started = _perf_counter()
         total = trials + discard_first
         i = 0
@@ -222,15 +229,22 @@ def time_strict(
                 t1 = _perf_counter()
                 _record(end_wide, stream)
                 _synchronize(device)
+                _record(
+                    idle_start, stream
+                )  # the same round trip as end_stream -> end_wide, nothing to wait for
+                _synchronize(device)
+                _record(idle_end, stream)
+                _synchronize(device)
                 call = (_elapsed_time(start, end_stream), _elapsed_time(start, end_wide), (t1 - t0) * 1000.0)
                 grown = _segments(device) - segments
                 issue = (issued - t0) * 1000.0
+                latency = _elapsed_time(idle_start, idle_end)
             else:
                 t0 = _perf_counter()
                 out = fn(*args)
                 elapsed = (_perf_counter() - t0) * 1000.0
                 call = (elapsed, elapsed, elapsed)
-                grown, issue = 0, elapsed
+                grown, issue, latency = 0, elapsed, 0.0
             if check is not None:
                 check(index, out)
             if after_call is not None:
@@ -242,6 +256,7 @@ def time_strict(
                 host_ms.append(call[2])
                 mallocs.append(grown)
                 issue_ms.append(issue)
+                latency_ms.append(latency)
                 if len(stream_ms) == 1:
                     total = discard_first + _affordable_trials(
                         trials, (_perf_counter() - started) / (discard_first + 1), budget_s
@@ -254,9 +269,10 @@ def time_strict(
             ("host", host_ms),
             ("cuda_mallocs", mallocs),
             ("issue", issue_ms),
+            ("sync_latency", latency_ms),
         ):
             raw.setdefault(name, []).extend(series)
-    return strict_summary(stream_ms, wide_ms, host_ms, sets, mallocs, issue_ms)
+    return strict_summary(stream_ms, wide_ms, host_ms, sets, mallocs, issue_ms, latency_ms)
 
 
 def strict_summary(
@@ -266,13 +282,17 @@ def strict_summary(
     input_sets: int,
     cuda_mallocs: Sequence[float] = (),
     issue_ms: Sequence[float] = (),
+    latency_ms: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Headline stats plus the three clocks and the flags derived from them; `cuda_mallocs`: the
     allocator's new segments during each counted call (a cudaMalloc inside the timed window: the
     call's allocation missed the cache, a cost its contestants may not share); `issue_ms`: the host
     time from the start event to the call's return (the GPU idles that long before the first launch
-    of a call that follows a synchronize: a program's host overhead, inside its time)."""
-    gap = _median([w - s for w, s in zip(wide_ms, stream_ms, strict=True)])
+    of a call that follows a synchronize: a program's host overhead, inside its time); `latency_ms`:
+    each call's idle synchronize-then-record round trip, which the device-wide clock carries on top of
+    any work that escaped the stream (the off-stream gap is taken net of it)."""
+    latency = latency_ms or [0.0] * len(stream_ms)
+    gap = _median([w - s - lat for w, s, lat in zip(wide_ms, stream_ms, latency, strict=True)])
     off_stream = gap > OFF_STREAM_MARGIN_MS + OFF_STREAM_MARGIN_SHARE * _median(stream_ms)
     headline = wide_ms if off_stream else stream_ms
     wide_median, host_median = _median(wide_ms), _median(host_ms)
@@ -292,6 +312,8 @@ def strict_summary(
     if issue_ms:  # the mean carries the rare slow call (a garbage collection), the median the usual one
         stats["issue_mean_ms"] = round(statistics.fmean(issue_ms), 6)
         stats["issue_median_ms"] = round(_median(issue_ms), 6)
+    if latency_ms:
+        stats["sync_latency_median_ms"] = round(_median(latency_ms), 6)
     return stats
 
 
