@@ -56,10 +56,6 @@ LAUNCH_US = 5.0  # typical launch + Python dispatch cost of one kernel, microsec
 # graph, however long its kernels.
 GROUP_HOST_US = 20.0
 CONV_HOST_US = 40.0
-# A CUDA graph replays the forward from static input buffers, so every call first copies its inputs
-# in (read and write: 2 bytes moved per input byte at the copy ceiling). It pays only where that copy
-# costs less than the host time per call it saves: a few large kernels over big inputs (a norm over
-# 268 MB, H100 suite run: 0.43 -> 0.74 ms with a graph) lose, a CNN at small batch wins.
 
 
 @dataclass
@@ -369,7 +365,11 @@ def graph_input_copy_us(analysis: Analysis) -> float:
 
 
 def graph_pays(analysis: Analysis) -> bool:
-    """Whether replaying from a CUDA graph can save more host time than its input copies cost."""
+    """Whether replaying from a CUDA graph can save more host time than its input copies cost.
+
+    A graph replays the forward from static input buffers, so every call first copies its inputs in;
+    a few large kernels over big inputs lose (a norm over 268 MB, H100 suite run: 0.43 -> 0.74 ms with
+    a graph), a CNN at small batch wins."""
     return graph_input_copy_us(analysis) < groups_host_us(analysis.groups)
 
 
@@ -401,8 +401,7 @@ def _host_plan(
                 buffers.append(f"{node.name}: {tensor.shape} {tensor.dtype}")
     sol_us = speed_of_light_ms(total_flops, total_bytes) * 1e3
     per_launch_us = sol_us / max(launches, 1)
-    host_us = groups_host_us(groups)
-    copy_us = graph_input_copy_us(analysis)
+    host_us, copy_us = groups_host_us(groups), graph_input_copy_us(analysis)
     launch_bound = launches >= 6 and (per_launch_us < 2 * LAUNCH_US or host_us > sol_us)
     if reference_profile is not None and reference_profile.kernel_count >= 6:
         mean_kernel_us = reference_profile.device_ms * 1e3 / max(reference_profile.kernel_count, 1)
@@ -411,7 +410,7 @@ def _host_plan(
         f"speed of light {sol_us:.1f} us over ~{launches} launches ({per_launch_us:.1f} us each); "
         f"~{host_us:.0f} us of host calls; a CUDA graph's input copies ~{copy_us:.0f} us"
     )
-    if launch_bound and copy_us >= host_us:
+    if launch_bound and not graph_pays(analysis):
         notes += "; launch-bound, but a CUDA graph's input copies would cost more than the launches it saves"
         launch_bound = False
     if launch_bound:

@@ -133,7 +133,7 @@ def _leaves(value: Any) -> list[torch.Tensor]:
 
 
 def _clock(fn: Any, runs: int = 20) -> float:
-    return back_to_back_ms(lambda: fn(), [], calls=runs)
+    return back_to_back_ms(fn, [], calls=runs)
 
 
 def run_case(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:

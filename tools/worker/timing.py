@@ -229,9 +229,8 @@ def time_strict(
                 t1 = _perf_counter()
                 _record(end_wide, stream)
                 _synchronize(device)
-                _record(
-                    idle_start, stream
-                )  # the same round trip as end_stream -> end_wide, nothing to wait for
+                # the same round trip as end_stream -> end_wide, with nothing left to wait for
+                _record(idle_start, stream)
                 _synchronize(device)
                 _record(idle_end, stream)
                 _synchronize(device)
