@@ -502,3 +502,18 @@ def pool_template(group: Group) -> str:
     assert anchor is not None
     name = f"pool_{anchor.args['params'].kind}"
     return name + ("+prologue" if group.prologue else "") + ("+epilogue" if group.epilogue else "")
+
+
+def group_norm_fused(group: Group) -> bool:
+    """Whether a group-norm group's one output is the norm (through its epilogue), which one launcher call
+    writes (codegen/emit/norm.py), rather than the normalised value being an output as well."""
+    anchor = group.anchor
+    assert anchor is not None
+    result = group.epilogue[-1].node if group.epilogue else anchor.node
+    return list(group.outputs) == [result]
+
+
+def group_norm_template(group: Group) -> str:
+    """The plan's and the program's name for a group-norm group's kernels."""
+    name = "gn_fused" if group_norm_fused(group) else "gn_stats+ew"
+    return name + ("_prologue" if group.prologue else "") + ("_epilogue" if group.epilogue else "")

@@ -38,6 +38,7 @@ from codegen.schedule.fusion import (
     Group,
     Step,
     gemm_folds,
+    group_norm_template,
     pool_template,
 )
 from codegen.schedule.rnn import rnn_describe, rnn_launches_of, rnn_template
@@ -194,9 +195,7 @@ def _template(classifier: Classifier, group: Group) -> str:
     if group.kind == CONV:
         return conv_template(classifier, group)
     if group.kind == "group_norm":
-        return (
-            "gn_stats+ew" + ("_prologue" if group.prologue else "") + ("_epilogue" if group.epilogue else "")
-        )
+        return group_norm_template(group)
     if group.kind == "pool":
         return pool_template(group)
     if group.kind == RNN:

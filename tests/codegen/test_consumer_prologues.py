@@ -71,8 +71,8 @@ def helper_text(source: str, name: str) -> str:
         ("(c := self.conv(x)), self.pool(c * 2.0)", True, ["cudnn_conv+ew_epilogue", "pool_max"]),
         # a row kernel or a group norm reading a conv's epilogue takes it the same way
         ("(F.gelu(self.conv(x)) * 0.5).sum(dim=1)", True, ["cudnn_conv", "reduce_cols+prologue"]),
-        (GN, True, ["cudnn_conv", "gn_stats+ew_prologue_epilogue"]),
-        ("F.instance_norm(torch.tanh(x) * 2.0)", True, ["gn_stats+ew_prologue"]),
+        (GN, True, ["cudnn_conv", "gn_fused_prologue_epilogue"]),
+        ("F.instance_norm(torch.tanh(x) * 2.0)", True, ["gn_fused_prologue"]),
     ],
 )
 def test_readers_apply_the_chain_before_them_on_load(body: str, bias: bool, templates: list[str]) -> None:
@@ -110,12 +110,12 @@ def test_the_all_pytorch_program_still_matches(body: str, bias: bool) -> None:
     assert_demoted_program_matches(task(body, bias), 2)
 
 
-def test_the_group_norm_statistics_load_through_the_prologue() -> None:
+def test_the_group_norm_loads_through_the_prologue() -> None:
     program = assemble(analyse(task(GN)), Options())
     norm = helper_text(program.source, "_g2")
-    assert "_ext.gn_stats(" not in norm and "_ext.gn_stats_" in norm  # the group's own launcher
-    assert norm.count("_stitch_bc(bias_c,") == 2  # both passes add the conv's bias
-    assert "stitch_gn_stats_run(pro," in program.cuda_src
+    assert norm.count("_ext.gn_norm_") == 1  # one call: one pass, or statistics and apply
+    assert norm.count("_stitch_bc(bias_c,") == 1  # the one load functor adds the conv's bias
+    assert "stitch_gn_run(pro, epi," in program.cuda_src
 
 
 def test_the_tf32_matched_forward_names_its_own_pool_helper() -> None:
@@ -140,4 +140,4 @@ def test_a_pool_with_a_conv_prologue_builds_with_nvcc(tmp_path: Path) -> None:
     problem.write_text(task(GN).source)
     program.write_text(assemble(analyse(task(GN)), Options()).source)
     launchers = build_and_load(program, problem)
-    assert "gn_stats" in launchers and any(n.startswith("gn_stats_") for n in launchers)
+    assert sum(n.startswith("gn_norm_") for n in launchers) == 2  # the strict and TF32-matched bodies

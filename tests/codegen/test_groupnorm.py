@@ -22,6 +22,7 @@ EMULATION = r"""
 #include <cstdlib>
 #include <vector>
 #define __global__
+#define __host__
 #define __device__
 #define __forceinline__ inline
 static void stitch_st4(float* p, const float v[4]) { for (int k = 0; k < 4; ++k) p[k] = v[k]; }
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
   const int vec = seg % 4 == 0;
   std::vector<float> x(rows * seg);
   for (size_t i = 0; i < x.size(); ++i) x[i] = (float)((int64_t)(i * 7919) % 211) * 0.25f - 20.0f;
-  const StitchGnLaunch l = stitch_gn_stats_launch(rows, seg, sms);
+  const int per_sm = 2048 / stitch_gn_threads(seg) < 32 ? 2048 / stitch_gn_threads(seg) : 32;
+  const StitchGnLaunch l = stitch_gn_stats_launch(rows, seg, sms, per_sm);
   fprintf(stderr, "%d %lld %lld %u\n", l.threads, (long long)l.splits, (long long)l.chunk, l.grid);
   std::vector<double> sum(rows, 0.0), sumsq(rows, 0.0);
   const HostInput pro{x.data()};
@@ -72,6 +74,7 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("rows", "seg", "sms"),
     [
         (32, 65536, 132),  # InstanceNorm-like: few long slabs, each split over several blocks
+        (128, 524288, 132),  # KernelBench's GroupNorm: 128 slabs of 2 MiB, four parts each
         (4, 100000, 132),  # very few slabs: many parts each
         (20000, 16, 132),  # GEMM + GroupNorm: many 16-float slabs, one warp a block, the grid strides
         (3000, 512, 8),  # 512-float slabs: four warps a block
@@ -94,4 +97,7 @@ def test_every_element_of_every_slab_is_summed_once(emulator: Path, rows: int, s
     assert threads % 32 == 0 and 32 <= threads <= 512
     assert threads <= max(32, -(-seg // 4) + 31), "a short slab keeps no idle warp"
     assert splits * chunk >= seg and chunk % 4 == 0 and (splits == 1 or chunk * (splits - 1) < seg)
-    assert 1 <= grid <= sms * min(32, 2048 // threads) and grid <= rows * splits
+    full = sms * min(32, 2048 // threads)
+    assert 1 <= grid <= full and grid <= rows * splits
+    if rows < full:  # the parts fit one wave: no partial second wave with most SMs idle
+        assert rows * splits <= full

@@ -83,7 +83,7 @@ def test_batch_norm_1d_and_3d_are_covered(module: str, shape: tuple[int, ...]) -
 def test_group_and_instance_norm_are_covered(module: str, shape: tuple[int, ...]) -> None:
     plan, _ = plan_of(module, shape)
     assert plan.uncovered_ops == []
-    assert plan.groups[0].template == "gn_stats+ew_epilogue"  # as the program names it
+    assert plan.groups[0].template == "gn_fused_epilogue"  # as the program names it
 
 
 @pytest.mark.parametrize(

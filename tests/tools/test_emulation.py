@@ -349,13 +349,15 @@ class Model(nn.Module):
         nn.init.normal_(self.gn.weight)
         nn.init.normal_(self.gn.bias)
 
-    def forward(self, a, b, c, d):
-        return torch.relu(self.gn(a)) * 2.0, self.inorm(b), self.gn(c), self.gn(torch.tanh(d) * 2.0)
+    def forward(self, a, b, c, d, e):
+        both = self.gn(torch.sigmoid(e))  # an output and the epilogue's input: statistics + elementwise
+        return (torch.relu(self.gn(a)) * 2.0, self.inorm(b), self.gn(c), self.gn(torch.tanh(d) * 2.0), both,
+                both * 3.0)
 
 
 def get_inputs():
     return [torch.randn(4, 16, 10, 12) * 3 + 1, torch.rand(3, 8, 256, 260), torch.randn(2, 16, 5, 7),
-            torch.randn(3, 16, 6, 8)]
+            torch.randn(3, 16, 6, 8), torch.randn(2, 16, 4, 6)]
 
 
 def get_init_inputs():
@@ -364,14 +366,14 @@ def get_init_inputs():
 
 
 class _Recorder:
-    """The program's extension, with the one-pass launcher's answers recorded."""
+    """The program's extension, with the norm launchers' answers recorded (1: one pass, 2: two)."""
 
     def __init__(self, ext: Any) -> None:
         self.ext, self.answers = ext, []
 
     def __getattr__(self, name: str) -> Any:
         function = getattr(self.ext, name)
-        if not name.startswith("gn_onepass"):
+        if not name.startswith("gn_norm"):
             return function
 
         def call(*args: Any) -> Any:
@@ -385,12 +387,14 @@ class _Recorder:
 @pytest.mark.parametrize("onepass", [1, 0])
 def test_group_and_instance_norm_in_one_pass_match_the_reference(tmp_path: Path, onepass: int) -> None:
     """The one-pass kernel (a block per slab, the head in shared memory, the tail read again) and the
-    statistics + elementwise path give PyTorch's result: vector and scalar slabs, an epilogue, a
-    prologue, a slab longer than the shared-memory head; with the knob at 0 the one-pass launcher is
-    never called."""
+    statistics + apply kernels give PyTorch's result: vector and scalar slabs, an epilogue, a prologue,
+    a slab longer than the shared-memory head; with the knob at 0 every norm takes two passes. A norm
+    that is an output as well as its epilogue's input takes the statistics + elementwise kernels."""
     problem = tmp_path / "norms.py"
     problem.write_text(GN_PROBLEM)
-    namespace = load_program(_program(problem))
+    source = _program(problem)
+    assert source.count("_ext.gn_moments_") == 1  # the sigmoid's group: its own launcher, for the prologue
+    namespace = load_program(source)
     for group in namespace["STITCH_LAUNCH"]:
         if "onepass" in namespace["STITCH_LAUNCH"][group]:
             namespace["stitch_set_launch"](group, "onepass", onepass)
@@ -407,7 +411,7 @@ def test_group_and_instance_norm_in_one_pass_match_the_reference(tmp_path: Path,
         expected, got = model(*inputs), ours(*inputs)
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-5, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"
-    assert recorder.answers == ([1, 1, 1, 1] if onepass else [])
+    assert recorder.answers == ([1, 1, 1, 1] if onepass else [2, 2, 2, 2])
 
 
 LONG_ROWS = """

@@ -512,6 +512,19 @@ static inline void stitch_keep_async_pool(cudaStream_t stream) {
   (void)cudaGetLastError();
 }
 
+// body(ws) with a stream-ordered workspace of `count` T slots, freed after it either way; returns the
+// first error.
+template <class T, class Body>
+static int stitch_with_workspace(int64_t count, cudaStream_t stream, Body body) {
+  stitch_keep_async_pool(stream);
+  T* ws = nullptr;
+  const cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(T) * count, stream);
+  if (err != cudaSuccess) return (int)err;
+  const int failed = body(ws);
+  const cudaError_t freed = cudaFreeAsync(ws, stream);
+  return failed != 0 ? failed : (int)freed;
+}
+
 // Two kernels over (row, part) blocks of `rows` rows of `cols` elements, parts planned by
 // stitch_plan_parts (one part per row when the rows fill the GPU), with a stream-ordered workspace
 // of `per_part` T slots per part: `first(grid, ws, parts, chunk)` writes each part's partial state,
@@ -526,19 +539,16 @@ static int stitch_two_pass_rows(int64_t rows, int64_t cols, bool align4, int per
     parts = 1;
     chunk = cols;
   }
-  stitch_keep_async_pool(stream);
-  T* ws = nullptr;
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(T) * per_part * rows * parts, stream);
-  if (err != cudaSuccess) return (int)err;
-  const unsigned grid = stitch_grid_all(rows * parts, 1);
-  first(grid, ws, parts, chunk);
-  err = cudaGetLastError();
-  if (err == cudaSuccess) {
-    second(grid, ws, parts, chunk);
-    err = cudaGetLastError();
-  }
-  const cudaError_t freed = cudaFreeAsync(ws, stream);
-  return (int)(err != cudaSuccess ? err : freed);
+  return stitch_with_workspace<T>(per_part * rows * parts, stream, [&](T* ws) {
+    const unsigned grid = stitch_grid_all(rows * parts, 1);
+    first(grid, ws, parts, chunk);
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) {
+      second(grid, ws, parts, chunk);
+      err = cudaGetLastError();
+    }
+    return (int)err;
+  });
 }
 
 // Epilogue that leaves values unchanged.

@@ -567,6 +567,13 @@ inline cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr, int v
   stitch_emu::smem_optin()[reinterpret_cast<const void*>(kernel)] = (size_t)value;
   return cudaSuccess;
 }
+// An SM's 2048 threads, at most 32 blocks (registers and shared memory are not modelled).
+template <class F>
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F*, int threads, size_t) {
+  if (threads < 1 || threads > 1024) return cudaErrorInvalidValue;
+  *blocks = 2048 / threads < 32 ? 2048 / threads : 32;
+  return cudaSuccess;
+}
 inline cudaError_t cudaMalloc(void** p, size_t n) {
   *p = malloc(n == 0 ? 1 : n);
   return *p != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
