@@ -187,19 +187,31 @@ __global__ void stitch_gn_finalize_kernel(const double* part, int64_t splits, co
   scale_out[i] = stitch_gn_scale(weight, c, (float)inv_std);
 }
 
-// Blocks of `threads` resident per SM for `kernel` (remembered per block size: one query a launch shape).
+// Blocks of `threads` resident per SM for `kernel`, asked once per (kernel, threads) and remembered.
 template <class Kernel>
 static int stitch_gn_resident(Kernel kernel, int threads) {
-  static int known[33] = {0};  // by threads / 32; the launch's threads are a multiple of 32 up to 1024
-  int& slot = known[(threads / 32) & 31];
-  if (slot == 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&slot, kernel, threads, 0) != cudaSuccess || slot < 1) {
-      (void)cudaGetLastError();
-      slot = 2048 / threads;
-    }
-    if (slot > 32) slot = 32;
+  struct Known {
+    const void* kernel;
+    int threads, blocks;
+  };
+  static Known known[16] = {};
+  const void* key = reinterpret_cast<const void*>(kernel);
+  for (const Known& k : known) {
+    if (k.kernel == key && k.threads == threads) return k.blocks;
   }
-  return slot;
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) != cudaSuccess || blocks < 1) {
+    (void)cudaGetLastError();
+    blocks = 2048 / threads;
+  }
+  if (blocks > 32) blocks = 32;
+  for (Known& k : known) {
+    if (k.kernel == nullptr) {
+      k = Known{key, threads, blocks};
+      break;
+    }
+  }
+  return blocks;
 }
 
 // Statistics (into a stream-ordered workspace of two doubles a job), then then(plan, workspace).
