@@ -104,41 +104,6 @@ __global__ void stitch_reduce_cols_kernel(Pro pro, Epi epi, float* y, int64_t ou
   }
 }
 
-// inner % 4 == 0, 16-byte loads: as stitch_reduce_cols_kernel with four adjacent columns a thread (a warp
-// reads 512 contiguous bytes a step, four loads in flight), 128 columns a block; the 8 partials of each
-// column are folded in the same order, by one thread a column.
-template <int OP, class Pro, class Epi>
-__global__ void stitch_reduce_cols4_kernel(Pro pro, Epi epi, float* y, int64_t outer, int64_t R, int64_t inner,
-                                           float scale) {
-  __shared__ float part[8][128];
-  const int64_t first = (int64_t)blockIdx.x * 128;  // the block's first column
-  const int64_t i = first + 4 * (int64_t)threadIdx.x;
-  const int flat = threadIdx.y * 32 + threadIdx.x;
-  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
-    float acc[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_identity<OP>();
-    if (i < inner) {
-      stitch_sweep<4, 4>(pro, nullptr, o * R * inner + i, (int64_t)threadIdx.y * inner, R * inner, 8 * inner,
-                         [&](const float* t, int64_t) {
-#pragma unroll
-                           for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
-                         });
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) part[threadIdx.y][4 * threadIdx.x + k] = acc[k];
-    __syncthreads();
-    if (flat < 128 && first + flat < inner) {
-      float total = part[0][flat];
-#pragma unroll
-      for (int k = 1; k < 8; ++k) total = stitch_reduce_op<OP>(total, part[k][flat]);
-      const int64_t out = o * inner + first + flat;
-      y[out] = epi.apply(stitch_reduce_finish<OP>(total, scale), out);
-    }
-    __syncthreads();
-  }
-}
-
 // Few outputs over many elements (a full reduction, a first-dim sum of a narrow tensor): each output's R
 // elements are split into `parts` chunks reduced by separate blocks into the workspace `ws`
 // (ws[output * parts + part]), then stitch_reduce_finish_kernel folds the parts in order (deterministic).
@@ -279,16 +244,11 @@ static int stitch_reduce_run(const Pro& pro, const Epi& epi, float* y, int64_t o
     }
     return (int)cudaGetLastError();
   }
-  const bool vec = (inner & 3) == 0 && pro.vec_ok();
-  const int64_t tiles = (inner + (vec ? 127 : 31)) / (vec ? 128 : 32);
+  const int64_t tiles = (inner + 31) / 32;
   if (tiles > 2147483647LL) return (int)cudaErrorInvalidValue;
   const int64_t gy = outer < 65535 ? outer : 65535;
   dim3 grid((unsigned)tiles, (unsigned)gy);
   dim3 block(32, 8);
-  if (vec) {
-    stitch_reduce_cols4_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, y, outer, R, inner, scale);
-  } else {
-    stitch_reduce_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, y, outer, R, inner, scale);
-  }
+  stitch_reduce_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, y, outer, R, inner, scale);
   return (int)cudaGetLastError();
 }

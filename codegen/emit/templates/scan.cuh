@@ -6,8 +6,7 @@
 //
 // Kernels: inner == 1 and short rows: one warp per row, carry across 128-element chunks;
 // inner == 1 and long rows: 4096-element tiles, one block each, decoupled look-back for the tile's prefix
-// (one pass: the input is read once and the output written once); inner > 1: one thread per column, or
-// per four adjacent columns (16-byte accesses) where there are enough of them.
+// (one pass: the input is read once and the output written once); inner > 1: one thread per column.
 
 #define STITCH_SCAN_THREADS 256
 #define STITCH_SCAN_ITERS 4  // 128-element chunks per warp in a tile
@@ -211,9 +210,11 @@ __global__ void __launch_bounds__(STITCH_SCAN_THREADS)
 }
 
 // inner > 1: one thread per (outer, inner) column, walking n; neighbouring threads read neighbouring
-// addresses, so every step is one coalesced access per warp.
+// addresses, so every step is one coalesced access per warp. At most 64 registers, four blocks an SM:
+// unbounded it took 80, three blocks an SM, and level1/45's 512 blocks (each a whole column's walk) ran
+// in two waves, the second with most SMs idle.
 template <int OP, bool REVERSE, class Pro, class Epi>
-__global__ void stitch_scan_cols_kernel(Pro pro, Epi epi, const bool* mask, float* saved, float* y, int64_t outer,
+__global__ void __launch_bounds__(256, 4) stitch_scan_cols_kernel(Pro pro, Epi epi, const bool* mask, float* saved, float* y, int64_t outer,
                                         int64_t n, int64_t inner) {
   const int64_t columns = outer * inner;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -242,78 +243,17 @@ __global__ void stitch_scan_cols_kernel(Pro pro, Epi epi, const bool* mask, floa
   }
 }
 
-// inner % 4 == 0 and aligned operands: one thread per four adjacent columns, 16-byte loads and stores, so a
-// warp reads 512 contiguous bytes a step (four times the scalar kernel's) with a quarter of its load
-// instructions, eight 16-byte loads in flight.
-template <int OP, bool REVERSE, class Pro, class Epi>
-__global__ void stitch_scan_cols4_kernel(Pro pro, Epi epi, const bool* mask, float* saved, float* y, int64_t outer,
-                                         int64_t n, int64_t inner) {
-  const int64_t quads = outer * (inner / 4);
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < quads; q += stride) {
-    const int64_t c = 4 * q;  // the first of the thread's columns; all four share o
-    const int64_t o = c / inner;
-    const int64_t base = o * n * inner + (c - o * inner);
-    float acc[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) acc[k] = stitch_scan_identity<OP>();
-    for (int64_t j0 = 0; j0 < n; j0 += 8) {
-      float x[8][4];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int64_t jj = j0 + u;
-        if (jj < n) {
-          const int64_t e = base + (REVERSE ? n - 1 - jj : jj) * inner;
-          pro.load4(e, x[u]);
-          if (saved != nullptr) stitch_st4(saved + e, x[u]);
-          if (mask != nullptr) {  // the four mask bytes in one 4-byte load (the launcher checks the alignment)
-            const uchar4 m = *reinterpret_cast<const uchar4*>(mask + e);
-            x[u][0] *= (float)(m.x != 0);
-            x[u][1] *= (float)(m.y != 0);
-            x[u][2] *= (float)(m.z != 0);
-            x[u][3] *= (float)(m.w != 0);
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int64_t jj = j0 + u;
-        if (jj < n) {
-          const int64_t e = base + (REVERSE ? n - 1 - jj : jj) * inner;
-          float out[4];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            acc[k] = stitch_scan_op<OP>(acc[k], x[u][k]);
-            out[k] = epi.apply(acc[k], e + k);
-          }
-          stitch_st4(y + e, out);
-        }
-      }
-    }
-  }
-}
-
 template <int OP, bool REVERSE, class Pro, class Epi>
 static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, float* saved, float* y, int64_t outer,
                            int64_t n, int64_t inner, cudaStream_t stream) {
   if (outer <= 0 || n <= 0 || inner <= 0) return (int)cudaGetLastError();
-  // every operand allows 16-byte accesses (and the mask 4-byte ones) at multiples of 4 elements
-  const bool aligned = pro.vec_ok() && stitch_aligned16(y) && (saved == nullptr || stitch_aligned16(saved)) &&
-                       reinterpret_cast<uintptr_t>(mask) % 4 == 0;
   if (inner > 1) {
-    // Sixteen-byte columns where a block of 128 threads a SM still has four columns a thread (a narrower
-    // scan would leave SMs idle); the scalar kernel otherwise.
-    if (inner % 4 == 0 && aligned && outer * (inner / 4) >= 128 * stitch_sm_count()) {
-      const unsigned grid = stitch_grid(outer * (inner / 4), 128, 0);  // uncapped: one thread per four columns
-      stitch_scan_cols4_kernel<OP, REVERSE, Pro, Epi><<<grid, 128, 0, stream>>>(pro, epi, mask, saved, y, outer, n,
-                                                                                 inner);
-      return (int)cudaGetLastError();
-    }
     const unsigned grid = stitch_grid(outer * inner, 256, 0);  // uncapped: one thread per column
     stitch_scan_cols_kernel<OP, REVERSE, Pro, Epi><<<grid, 256, 0, stream>>>(pro, epi, mask, saved, y, outer, n, inner);
     return (int)cudaGetLastError();
   }
-  const bool vec = (n & 3) == 0 && aligned;
+  const bool vec = (n & 3) == 0 && pro.vec_ok() && stitch_aligned16(y) && (saved == nullptr || stitch_aligned16(saved)) &&
+                   reinterpret_cast<uintptr_t>(mask) % 4 == 0;
   if (n <= STITCH_SCAN_WARP_ROW_MAX) {
     const unsigned grid = stitch_grid_all(outer, STITCH_SCAN_THREADS / 32);
     stitch_scan_warp_kernel<OP, REVERSE, Pro, Epi>
