@@ -181,9 +181,59 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
 // output, the lanes over the flattened window, so a warp reads whole row segments (coalesced) where
 // one thread per output would read one element from each of 32 rows 32 floats apart. The lanes'
 // partial sums (maxima) combine in a warp tree.
+template <int MODE>
+__device__ __forceinline__ float stitch_pool_fold(float acc, float a) {
+  return MODE == 2 ? acc + a : ((a > acc || a != a) ? a : acc);
+}
+
+// A lane's fold of its taps of one output's window, W floats a tap (4: the window's rows and first
+// column are whole float4s, one 16-byte load a tap). Tap k of the flattened window is row q = k / wn of
+// the window's dn * hn rows, column W * (k % wn) (wn, count: the window's width and size in taps). A lane
+// takes taps lane, lane + 32, ...: its (q, c) advance by 32 taps with an add and a carry, so the divisions
+// happen once an output, not once a tap (3-D windows still divide q by hn for the depth). Four taps'
+// loads are in flight per lane, then folded in tap order; a tap past the window loads the batch's first
+// tap instead (never used), so the loads need no branch between them.
+template <int MODE, int W, class I, class Pro, class Address>
+__device__ __forceinline__ float stitch_pool_warp_taps(const Pro& pro, I count, I wn, Address address) {
+  const int lane = threadIdx.x & 31;
+  const I qstep = 32 / wn, cstep = 32 - qstep * wn;
+  I q = (I)lane / wn, c = (I)lane - q * wn;
+  float acc = MODE == 2 ? 0.f : -INFINITY;
+  for (I k0 = (I)lane; k0 < count; k0 += 4 * 32) {
+    const I first = address(q, W * c);
+    float a[4][W];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const I at = k0 + (I)(32 * u) < count ? address(q, W * c) : first;
+      if constexpr (W == 4) {
+        pro.load4(at, a[u]);
+      } else {
+        a[u][0] = pro.load(at);
+      }
+      q += qstep;
+      c += cstep;
+      if (c >= wn) {
+        c -= wn;
+        ++q;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      if (k0 + (I)(32 * u) < count) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) acc = stitch_pool_fold<MODE>(acc, a[u][k]);
+      }
+    }
+  }
+  return acc;
+}
+
+// vec: the input rows are whole float4s and the loads may be 16 bytes (the launcher's check); then an
+// output whose window starts and ends on a float4 boundary takes 16-byte taps (a quarter of the load
+// instructions, four times the bytes in flight).
 template <int MODE, class I, class Pro, class Epi>
 __global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, StitchPoolIndex ix,
-                                                 Epi epi) {
+                                                 Epi epi, int vec) {
   const I od_n = (I)s.od, oh_n = (I)s.oh, ow_n = (I)s.ow, ih_n = (I)s.ih, iw_n = (I)s.iw;
   const I total = (I)s.planes * od_n * oh_n * ow_n;
   const int lane = threadIdx.x & 31;
@@ -197,41 +247,18 @@ __global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y,
     stitch_adaptive_window(ow, s.iw, s.ow, w0, w1);
     const I wn = (I)(w1 - w0), hn = (I)(h1 - h0), dn = (I)(d1 - d0);
     const I count = wn * hn * dn;
-    // Tap k of the flattened window is row q = k / wn of the window's dn * hn rows, column k % wn. A lane
-    // takes taps lane, lane + 32, ...: its (q, c) advance by 32 taps with an add and a carry, so the
-    // divisions happen once an output, not once a tap (3-D windows still divide q by hn for the depth).
-    const I qstep = 32 / wn, cstep = 32 - qstep * wn;
-    I q = (I)lane / wn, c = (I)lane - q * wn;
     const auto address = [&](I row, I col) {
       const I d = dn == 1 ? (I)0 : row / hn;
       return xp + (((I)d0 + d) * ih_n + (I)h0 + row - d * hn) * iw_n + (I)w0 + col;
     };
-    float acc = MODE == 2 ? 0.f : -INFINITY;
-    // Four taps' loads in flight per lane, then folded in tap order (the order of a plain loop). A tap past
-    // the window loads the batch's first tap instead (never used), so the loads need no branch between them.
-    for (I k0 = (I)lane; k0 < count; k0 += 4 * 32) {
-      const I first = address(q, c);
-      float a[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        a[u] = pro.load(k0 + (I)(32 * u) < count ? address(q, c) : first);
-        q += qstep;
-        c += cstep;
-        if (c >= wn) {
-          c -= wn;
-          ++q;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (k0 + (I)(32 * u) < count) acc = MODE == 2 ? acc + a[u] : ((a[u] > acc || a[u] != a[u]) ? a[u] : acc);
-      }
+    float acc;
+    if (vec && wn % 4 == 0 && w0 % 4 == 0) {  // the same for the whole warp: one output a warp
+      acc = stitch_pool_warp_taps<MODE, 4, I>(pro, count / 4, wn / 4, address);
+    } else {
+      acc = stitch_pool_warp_taps<MODE, 1, I>(pro, count, wn, address);
     }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const float o = __shfl_xor_sync(0xffffffffu, acc, off);
-      acc = MODE == 2 ? acc + o : ((o > acc || o != o) ? o : acc);
-    }
+    for (int off = 16; off > 0; off >>= 1) acc = stitch_pool_fold<MODE>(acc, __shfl_xor_sync(0xffffffffu, acc, off));
     if (lane == 0) y[e] = epi.apply(MODE == 2 ? acc / (float)count : acc, e);
   }
 }
@@ -265,10 +292,12 @@ int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, Stitch
   const StitchPoolIndex ix = stitch_pool_index(s);  // used by the 32-bit (narrow) kernels
   if constexpr (MODE == 2 || MODE == 3) {  // fixed windows never instantiate the warp kernel
     if (warp) {
+      const int vec = s.iw % 4 == 0 && pro.vec_ok();
       if (narrow) {
-        stitch_pool_adaptive_warp_kernel<MODE, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi);
+        stitch_pool_adaptive_warp_kernel<MODE, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi, vec);
       } else {
-        stitch_pool_adaptive_warp_kernel<MODE, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi);
+        stitch_pool_adaptive_warp_kernel<MODE, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(pro, y, s, ix, epi,
+                                                                                                   vec);
       }
       return (int)cudaGetLastError();
     }
