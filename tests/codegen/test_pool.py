@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.host_emulation import common_section
 
 from codegen.frontend.pool_ops import pool_out_size
 from codegen.policy import OfflinePolicy
@@ -163,6 +164,7 @@ struct StitchDim3 { unsigned x = 1, y = 1, z = 1; };
 static StitchDim3 blockIdx, threadIdx, gridDim, blockDim;
 struct Load { const float* x; float load(int64_t i) const { return x[i]; } };
 struct Same { float apply(float v, int64_t) const { return v; } };
+@MINMAX@
 #define STITCH_HOST_EMULATION
 #include "pool.cuh"
 
@@ -207,7 +209,7 @@ int main(int argc, char** argv) {
   for (float value : y) printf("%.9g\n", value);
   return 0;
 }
-"""
+""".replace("@MINMAX@", common_section("minmax"))
 
 
 @pytest.fixture(scope="module")

@@ -222,9 +222,29 @@ struct StitchInput {
   bool vec_ok() const { return stitch_aligned16(x); }
 };
 
-// NaN-propagating max/min and clamp, matching PyTorch.
-__device__ __forceinline__ float stitch_max(float a, float b) { return (a != a || a > b) ? a : b; }
-__device__ __forceinline__ float stitch_min(float a, float b) { return (a != a || a < b) ? a : b; }
+// ---- minmax (this section compiles alone in the CPU emulation: tests/codegen/test_pool.py)
+// NaN-propagating max/min, matching PyTorch. On sm_80 and later one instruction each (PTX's
+// max.NaN / min.NaN: a NaN operand gives NaN), where the compare-and-select form takes two compares
+// and a select per tap of a max pool or element of a max reduction.
+__device__ __forceinline__ float stitch_max(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (a != a || a > b) ? a : b;
+#endif
+}
+__device__ __forceinline__ float stitch_min(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (a != a || a < b) ? a : b;
+#endif
+}
+// ---- end of minmax
 __device__ __forceinline__ float stitch_clamp(float a, float lo, float hi) { return a < lo ? lo : (a > hi ? hi : a); }
 
 struct StitchSumOp {

@@ -115,7 +115,7 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
           const I row = xp + (d * ih_n + h) * iw_n;
           for (I w = (I)w0; w < (I)w1; ++w) {
             const float a = pro.load(row + w);
-            acc = MODE == 2 ? acc + a : ((a > acc || a != a) ? a : acc);
+            acc = MODE == 2 ? acc + a : stitch_max(acc, a);
           }
         }
       v = MODE == 2 ? acc / (float)((d1 - d0) * (h1 - h0) * (w1 - w0)) : acc;
@@ -134,8 +134,7 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
           for (int c = 0; c < kw; ++c) {
             const I w = ow * (I)s.sw - (I)s.pw + (I)c * (I)s.dw;
             if (h_in && w >= 0 && w < iw_n) {
-              const float q = pro.load(row + w);
-              if (q > acc || q != q) acc = q;  // NaN propagates, as in PyTorch
+              acc = stitch_max(acc, pro.load(row + w));  // NaN propagates, as in PyTorch
             }
           }
         }
@@ -183,7 +182,7 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
 // partial sums (maxima) combine in a warp tree.
 template <int MODE>
 __device__ __forceinline__ float stitch_pool_fold(float acc, float a) {
-  return MODE == 2 ? acc + a : ((a > acc || a != a) ? a : acc);
+  return MODE == 2 ? acc + a : stitch_max(acc, a);
 }
 
 // A lane's fold of its taps of one output's window, W floats a tap (4: the window's rows and first
