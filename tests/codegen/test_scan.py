@@ -126,7 +126,7 @@ def families_program() -> str:
     analysis = analyse(Task(name=FAMILIES.stem, path=str(FAMILIES), source=FAMILIES.read_text()))
     program = assemble(analysis, Options())
     assert program.uncovered_ops == [] and program.auto_demoted == []
-    assert sum(t.startswith("scan") for t in program.templates.values()) == 6
+    assert sum(t.startswith("scan") for t in program.templates.values()) == 8
     return program.source
 
 
