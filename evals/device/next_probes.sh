@@ -1,30 +1,25 @@
 #!/usr/bin/env bash
-# The measurements the thirteenth session left owed, in one device call of about five minutes:
-#  1. where a forward's strict time goes beyond its kernels, ours against eager's
-#     (evals/device/issue_probe.py: hot and strict issue time, strict mean, back-to-back device time)
-#     on a single-group streaming problem (ReLU), a concatenation, an arg-reduction, cross entropy's
-#     four groups, instance norm's one-pass kernel and a convolution;
-#  2. the same programs' host time split into our extension calls and the Python around them, with
-#     cProfile's top functions (evals/device/host_overhead.py);
-#  3. the long-row kernels' shared-memory head in 16-byte accesses (instance norm's one-pass kernel,
-#     the long-row log-softmax; group norm as the control), programs of the code before (AB_BASE) and
-#     after, alternated twice (evals/device/ab_probe.sh).
+# The measurements the fourteenth session left owed, in one device call of about five minutes:
+#  1. the one-instruction NaN-propagating max (PTX max.NaN, common.cuh's stitch_max) on the issue-bound
+#     max pools and a max reduction: programs of the code before it (AB_BASE, default e50b8fa) and after,
+#     alternated twice (evals/device/ab_probe.sh);
+#  2. group norm's two-kernel path and the 64-register column scan on the other GPU kind than the one
+#     that measured them (the H200 measured group norm, the H100 the scan): the same A/B's programs carry
+#     both, level1/30 and level1/45 (their base is the same commit; the change that moved them is older,
+#     so both columns show the new kernels: a check that the new code holds, not a ratio).
 # The logs come back as one file ($OUT/logs.tgz: the device tool returns a limited number of files).
-#   CPU:    bash evals/device/next_probes.sh --write      (writes out/probe-issue, out/ab-base, out/ab-head)
-#   device: bash evals/device/next_probes.sh               (carry those three folders)
+#   CPU:    bash evals/device/next_probes.sh --write      (writes out/ab-base, out/ab-head)
+#   device: bash evals/device/next_probes.sh               (carry those two folders)
 set -u
-AB_PROBLEMS="level1/31_InstanceNorm level1/58_LogSoftmax_LongRows level1/30_GroupNorm"
+AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
 if [ "${1:-}" = "--write" ]; then
     set -e
-    rm -rf out/probe-issue out/ab-base out/ab-head
-    python -m evals.device.verify_probe --write out/probe-issue level1/1_ReLU \
-        level1/49_Concat_Channels level1/46_Argmax_MiddleDim level1/56_CrossEntropyLoss \
-        level1/31_InstanceNorm level1/15_Conv2d_Dilated
+    rm -rf out/ab-base out/ab-head
     # shellcheck disable=SC2086
     python -m evals.device.verify_probe --write out/ab-head $AB_PROBLEMS
     base=/tmp/stitchcuda-ab-base
     rm -rf "$base" && git worktree prune
-    git worktree add --detach "$base" "${AB_BASE:-e95b898}"  # the code before the 16-byte heads
+    git worktree add --detach "$base" "${AB_BASE:-e50b8fa}"  # the code before the one-instruction max
     # shellcheck disable=SC2086
     (cd "$base" && python -m evals.device.verify_probe --write "$OLDPWD/out/ab-base" $AB_PROBLEMS)
     git worktree remove --force "$base"
@@ -35,12 +30,6 @@ logs=/tmp/next-probes-logs
 rm -rf "$logs" && mkdir -p "$logs"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
 t0=$(date +%s)
-timeout 240 python3 -m evals.device.issue_probe out/probe-issue > "$logs/issue.log" 2>&1
-echo "issue probe (exit $?): $(( $(date +%s) - t0 )) s"
-grep -E "^\| " "$logs/issue.log"
-timeout 150 python3 -m evals.device.host_overhead out/probe-issue > "$logs/host.log" 2>&1
-echo "host split (exit $?): $(( $(date +%s) - t0 )) s"
-grep -E "^\| " "$logs/host.log"
-OUT=$logs AB_TIMEOUT=150 bash evals/device/ab_probe.sh out/ab-base out/ab-head 2
+OUT=$logs AB_TIMEOUT=200 bash evals/device/ab_probe.sh out/ab-base out/ab-head 2
 echo "all: $(( $(date +%s) - t0 )) s"
 tar czf "${OUT:-/tmp}/logs.tgz" -C "$logs" .
