@@ -40,19 +40,28 @@ __device__ __forceinline__ StitchDwBlock stitch_dw_block(int64_t block, int C, i
 }
 
 // Thread `tid` (of `nthreads`)'s share of the tile: elements tid, tid + nthreads, ... in row-major order,
-// STITCH_DW_LOADS loads issued before their stores; zero outside the input.
+// STITCH_DW_LOADS loads issued before their stores; zero outside the input. The element's (row, column)
+// advances by (nthreads / tile_w_in, nthreads % tile_w_in) with one carry, so the tile's width divides once
+// a thread, not once an element (a division cost more instructions than the load it addressed).
 __device__ __forceinline__ void stitch_dw_stage(const float* __restrict__ xp, float* tile, int H, int W, int ih0,
                                                 int iw0, int tile_h_in, int tile_w_in, int tid, int nthreads) {
   const int n = tile_h_in * tile_w_in;
+  const int dr = nthreads / tile_w_in, dc = nthreads - dr * tile_w_in;
+  int r = tid / tile_w_in, c = tid - r * tile_w_in;
   for (int first = tid; first < n; first += STITCH_DW_LOADS * nthreads) {
     float v[STITCH_DW_LOADS];
 #pragma unroll
     for (int k = 0; k < STITCH_DW_LOADS; ++k) {
-      const int i = first + k * nthreads;
       v[k] = 0.f;
-      if (i < n) {
-        const int ih = ih0 + i / tile_w_in, iw = iw0 + i % tile_w_in;
+      if (first + k * nthreads < n) {
+        const int ih = ih0 + r, iw = iw0 + c;
         if (ih >= 0 && ih < H && iw >= 0 && iw < W) v[k] = __ldg(xp + (int64_t)ih * W + iw);
+      }
+      r += dr;
+      c += dc;
+      if (c >= tile_w_in) {
+        c -= tile_w_in;
+        ++r;
       }
     }
 #pragma unroll
@@ -63,19 +72,64 @@ __device__ __forceinline__ void stitch_dw_stage(const float* __restrict__ xp, fl
   }
 }
 
-// Thread (tx, ty)'s outputs: column ow0 + tx, rows oh0 + ty + rr * ny for rr < STITCH_DW_ROWS, from the
-// staged tile and weights; `out_plane` is the plane's first output element.
+// One output's epilogue and store: the residual, then ReLU.
+__device__ __forceinline__ void stitch_dw_store(float v, const float* __restrict__ z, float* __restrict__ y, int64_t e,
+                                                int act) {
+  if (z != nullptr) v += z[e];
+  y[e] = (act == 1 && v < 0.f) ? 0.f : v;
+}
+
+// Thread (tx, ty)'s outputs: column ow0 + tx, the STITCH_DW_ROWS consecutive rows from oh0 + ty * STITCH_DW_ROWS,
+// from the staged tile and weights; `out_plane` is the plane's first output element. A 3 x 3 window at unit
+// row stride and dilation slides down the rows in registers: a row of three taps loaded once serves three
+// outputs (12 shared-memory loads for 4 outputs where each output's own window takes 9), the weights held in
+// registers; every other window loops over its taps.
 __device__ __forceinline__ void stitch_dw_outputs(const float* tile, const float* weights, const float* __restrict__ bias,
                                                   const float* __restrict__ z, float* __restrict__ y, int oc,
                                                   int64_t out_plane, int oh0, int ow0, int OH, int OW, int KH, int KW,
                                                   int SH, int SW, int DH, int DW, int act, int tile_h, int tile_w_in,
                                                   int tx, int ty, int ny) {
+  (void)ny;
   const int ow = ow0 + tx;
   if (ow >= OW) return;
   const float start = bias != nullptr ? bias[oc] : 0.f;
+  const int first = ty * STITCH_DW_ROWS;  // the thread's first row within the tile
+  if (KH == 3 && KW == 3 && SH == 1 && DH == 1) {
+    float wr[9];
+#pragma unroll
+    for (int i = 0; i < 9; ++i) wr[i] = weights[i];
+    const float* col = tile + first * tile_w_in + tx * SW;
+    float acc[STITCH_DW_ROWS];
+#pragma unroll
+    for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) acc[rr] = start;
+    // Input row q (of the thread's STITCH_DW_ROWS + 2) feeds output row rr with weight row q - rr, in the
+    // order i = 0, 1, 2 of each output's sum (the order of the loop below, and of PyTorch's kernel).
+#pragma unroll
+    for (int q = 0; q < STITCH_DW_ROWS + 2; ++q) {
+      if (first + q >= tile_h + 2) break;  // past the staged rows (the tile's last outputs)
+      const float a0 = col[q * tile_w_in], a1 = col[q * tile_w_in + DW], a2 = col[q * tile_w_in + 2 * DW];
+#pragma unroll
+      for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
+        const int i = q - rr;
+        if (i >= 0 && i < 3) {
+          acc[rr] = fmaf(a0, wr[i * 3], acc[rr]);
+          acc[rr] = fmaf(a1, wr[i * 3 + 1], acc[rr]);
+          acc[rr] = fmaf(a2, wr[i * 3 + 2], acc[rr]);
+        }
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
+      const int local = first + rr;
+      const int oh = oh0 + local;
+      if (local >= tile_h || oh >= OH) break;
+      stitch_dw_store(acc[rr], z, y, out_plane + (int64_t)oh * OW + ow, act);
+    }
+    return;
+  }
 #pragma unroll
   for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
-    const int local = ty + rr * ny;
+    const int local = first + rr;
     const int oh = oh0 + local;
     if (local >= tile_h || oh >= OH) break;
     const float* base = tile + local * SH * tile_w_in + tx * SW;
@@ -83,9 +137,7 @@ __device__ __forceinline__ void stitch_dw_outputs(const float* tile, const float
     for (int i = 0; i < KH; ++i) {
       for (int j = 0; j < KW; ++j) v = fmaf(base[i * DH * tile_w_in + j * DW], weights[i * KW + j], v);
     }
-    const int64_t e = out_plane + (int64_t)oh * OW + ow;
-    if (z != nullptr) v += z[e];
-    y[e] = (act == 1 && v < 0.f) ? 0.f : v;
+    stitch_dw_store(v, z, y, out_plane + (int64_t)oh * OW + ow, act);
   }
 }
 
