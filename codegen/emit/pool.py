@@ -20,6 +20,7 @@ from codegen.schedule.fusion import Group, pool_template
 
 _MODES = {"max": 0, "avg": 1, "adaptive_avg": 2, "adaptive_max": 3}
 UNROLLED_WINDOW = 64  # fixed windows of at most this many taps are compile-time constants (unrolled)
+ROWVEC_MAX_STEP = 4  # widths' strides and dilations up to this are baked in for four outputs a thread
 
 
 def _padded3(values: tuple[int, ...], fill: int) -> list[int]:
@@ -82,6 +83,9 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     # A window small enough to unroll becomes template arguments (templates/pool.cuh says why).
     kernel3 = _padded3(params.kernel, 1)
     baked = kernel3 if not params.adaptive and math.prod(kernel3) <= UNROLLED_WINDOW else [0, 0, 0]
+    # the width's stride and dilation too, for the four-outputs-a-thread kernel (the knob `outs`)
+    row = baked[2] > 0 and params.stride[-1] <= ROWVEC_MAX_STEP and params.dilation[-1] <= ROWVEC_MAX_STEP
+    baked += [params.stride[-1], params.dilation[-1]] if row else [0, 0]
     shape_init = (
         f"  const StitchPoolShape s{{planes, id, ih, iw, od, oh, ow, {consts}, "
         f"{1 if params.count_include_pad else 0}, {params.divisor}}};"
@@ -89,14 +93,14 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     dims = [("int64_t", n) for n in ("planes", "id", "ih", "iw", "od", "oh", "ow")]
     epi_fields = prefixed(epi_chain.fields(), "e_") if epi_chain.ops else []
     launch_params = [*pro_fields, ("float*", "y"), *dims, *epi_fields]
-    launch_params += [("int", "threads"), ("int", "per_sm")]
+    launch_params += [("int", "threads"), ("int", "per_sm"), ("int", "outs")]
     body = "\n".join(
         [
             pro_init,
             functor_init(epi, "epi", epi_chain.fields(), "e_"),
             shape_init,
             f"  return stitch_pool_run<{_MODES[params.kind]}, {', '.join(map(str, baked))}, {pro}, {epi}>"
-            "(pro, y, s, epi, StitchLaunch{threads, per_sm}, stream);",
+            "(pro, y, s, epi, StitchLaunch{threads, per_sm}, outs, stream);",
         ]
     )
     launcher = writer.unit.launcher("pool", launch_params, body, group.id)
@@ -105,7 +109,7 @@ def write_pool(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
         helper.lines.append("y_shape = tuple(y.shape)")
         helper.prepare_chain(epi_chain, "e_", "y_shape", False)
         call += helper.chain_args(epi_chain, "e_")
-    call += [helper.knob("threads", 256), helper.knob("per_sm", 0)]
+    call += [helper.knob("threads", 256), helper.knob("per_sm", 0), helper.knob("outs", 1) if row else "1"]
     helper.lines.append(f"_ext.{launcher}({', '.join(call + ['_stitch_stream(y)'])})")
     helper.returns = ["y" for _ in group.outputs]
     return pool_template(group), 1

@@ -270,7 +270,8 @@ STITCH_LAUNCH_CHOICES: dict[str, tuple[int, ...]] = {
     "threads": (128, 256, 512, 1024),  # threads per block (a default of 0: the kernel's own heuristic)
     "unroll": (1, 2),  # float4 per thread per step (elementwise)
     "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM (0: uncapped)
-    "onepass": (1,),  # group norm: the one-pass kernel where the slabs fit (0: statistics + elementwise)
+    "onepass": (1,),  # group norm: the one-pass kernel where the slabs fit (0: statistics + apply)
+    "outs": (1, 4),  # pooling with a fixed window: outputs a thread along the width
 }
 
 

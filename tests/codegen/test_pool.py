@@ -125,17 +125,18 @@ def test_pool_out_size_matches_pytorch(
 @pytest.mark.parametrize(
     ("module", "shape", "window"),
     [
-        ("nn.MaxPool3d(3, 2, 1, ceil_mode=True)", (2, 4, 7, 9, 8), "0, 3, 3, 3"),
-        ("nn.AvgPool2d(3, 2, 1, count_include_pad=False)", (2, 4, 9, 9), "1, 1, 3, 3"),
-        ("nn.MaxPool1d(4, 2, 1, dilation=2)", (2, 4, 23), "0, 1, 1, 4"),
-        ("nn.AvgPool2d(9, 1)", (2, 4, 19, 19), "1, 0, 0, 0"),  # 81 taps: too many to unroll
-        ("nn.AdaptiveAvgPool2d((3, 5))", (2, 4, 9, 11), "2, 0, 0, 0"),  # windows vary: read at run time
+        ("nn.MaxPool3d(3, 2, 1, ceil_mode=True)", (2, 4, 7, 9, 8), "0, 3, 3, 3, 2, 1"),
+        ("nn.AvgPool2d(3, 2, 1, count_include_pad=False)", (2, 4, 9, 9), "1, 1, 3, 3, 2, 1"),
+        ("nn.MaxPool1d(4, 2, 1, dilation=2)", (2, 4, 23), "0, 1, 1, 4, 2, 2"),
+        ("nn.AvgPool2d(9, 1)", (2, 4, 19, 19), "1, 0, 0, 0, 0, 0"),  # 81 taps: too many to unroll
+        ("nn.AdaptiveAvgPool2d((3, 5))", (2, 4, 9, 11), "2, 0, 0, 0, 0, 0"),  # windows vary: read at run time
     ],
 )
 def test_small_fixed_windows_are_baked_into_the_kernel(
     module: str, shape: tuple[int, ...], window: str
 ) -> None:
-    """The launcher passes the window as template arguments, so the kernel's window loops unroll."""
+    """The launcher passes the window (and the width's stride and dilation, for four outputs a thread) as
+    template arguments, so the kernel's window loops unroll."""
     source = PROBLEM.format(module=module, shape=shape)
     task = Task(name="pool", path="pool.py", source=source)
     policy = OfflinePolicy()
@@ -180,7 +181,24 @@ static void run(const StitchPoolShape& s, const float* x, float* y) {
     }
 }
 
+// The four-outputs-a-thread kernel over the same three blocks, its width counted in groups of four.
+template <int MODE, int KD, int KH, int KW, int SW, int DW>
+static void runv(const StitchPoolShape& s, const float* x, float* y) {
+  StitchPoolShape g = s;
+  g.ow = (s.ow + 3) / 4;
+  gridDim = {3, 1, 1};
+  blockDim = {32, 1, 1};
+  for (unsigned b = 0; b < 3; ++b)
+    for (unsigned t = 0; t < 32; ++t) {
+      blockIdx = {b, 1, 1};
+      threadIdx = {t, 1, 1};
+      stitch_pool_rowvec_kernel<MODE, KD, KH, KW, SW, DW, 4, int, Load, Same>(Load{x}, y, s, g, stitch_pool_index(g),
+                                                                             Same{});
+    }
+}
+
 // argv: mode baked planes id ih iw od oh ow kd kh kw sd sh sw pd ph pw dd dh dw cip divisor input.bin
+// (baked: 0 the window read at run time, 1 baked in, 2 baked in with four outputs a thread)
 int main(int argc, char** argv) {
   const int mode = atoi(argv[1]), baked = atoi(argv[2]);
   int64_t v[7];
@@ -199,6 +217,19 @@ int main(int argc, char** argv) {
   if (!baked && mode == 1) run<1, 0, 0, 0>(s, x.data(), y.data());
   if (mode == 2) run<2, 0, 0, 0>(s, x.data(), y.data());
   if (mode == 3) run<3, 0, 0, 0>(s, x.data(), y.data());
+  const int step = w[5] * 10 + w[11];  // the width's stride and dilation
+  if (baked == 2) {
+    if (mode == 0 && k == 333 && step == 21) runv<0, 3, 3, 3, 2, 1>(s, x.data(), y.data());
+    if (mode == 0 && k == 133 && step == 21) runv<0, 1, 3, 3, 2, 1>(s, x.data(), y.data());
+    if (mode == 0 && k == 114 && step == 23) runv<0, 1, 1, 4, 2, 3>(s, x.data(), y.data());
+    if (mode == 0 && k == 122 && step == 21) runv<0, 1, 2, 2, 2, 1>(s, x.data(), y.data());
+    if (mode == 1 && k == 133 && step == 21) runv<1, 1, 3, 3, 2, 1>(s, x.data(), y.data());
+    if (mode == 1 && k == 133 && step == 11) runv<1, 1, 3, 3, 1, 1>(s, x.data(), y.data());
+    if (mode == 1 && k == 333 && step == 21) runv<1, 3, 3, 3, 2, 1>(s, x.data(), y.data());
+    if (mode == 1 && k == 125 && step == 21) runv<1, 1, 2, 5, 2, 1>(s, x.data(), y.data());
+    for (float value : y) printf("%.9g\n", value);
+    return 0;
+  }
   if (baked && mode == 0 && k == 333) run<0, 3, 3, 3>(s, x.data(), y.data());
   if (baked && mode == 0 && k == 133) run<0, 1, 3, 3>(s, x.data(), y.data());
   if (baked && mode == 0 && k == 114) run<0, 1, 1, 4>(s, x.data(), y.data());
@@ -236,9 +267,10 @@ WINDOW_CASES = [
     ("adaptive_avg", 2, {"output_size": (3, 4)}, (2, 3, 11, 10)),
     ("adaptive_max", 3, {"output_size": (2, 3, 2)}, (1, 2, 5, 7, 6)),
 ]
-# each fixed window twice: baked in as template arguments, and read from the shape at run time
+# each fixed window three times: read from the shape at run time, baked in as template arguments, and
+# baked in with four outputs a thread (the launch knob `outs`)
 BAKED_CASES = [
-    (*case, baked) for case in WINDOW_CASES for baked in ((0,) if "adaptive" in case[0] else (0, 1))
+    (*case, baked) for case in WINDOW_CASES for baked in ((0,) if "adaptive" in case[0] else (0, 1, 2))
 ]
 
 
@@ -247,7 +279,8 @@ def test_the_pool_kernel_matches_pytorch_with_baked_and_runtime_windows(
     pool_emulator: Path, tmp_path: Path, kind: str, nd: int, kwargs: dict, shape: tuple[int, ...], baked: int
 ) -> None:
     """Every window tap the unrolled loops take is the one PyTorch takes: padding, dilation, ceil mode,
-    the divisor's clipping; the same kernel with the window read at run time agrees."""
+    the divisor's clipping; the same kernel with the window read at run time agrees, and so does the
+    kernel with four outputs a thread (its rows cut short where the width is not a multiple of four)."""
     import subprocess
 
     import torch

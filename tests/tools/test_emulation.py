@@ -212,6 +212,18 @@ def test_fixture_programs_compute_the_reference_in_the_emulation(problem: Path, 
 
 
 @pytest.mark.slow
+def test_pools_with_four_outputs_a_thread_match_the_reference() -> None:
+    """The launch knob `outs` at 4 (stitch_pool_rowvec_kernel, through its launcher): the pool families'
+    fixed-window pools, with their prologues and epilogues, still give PyTorch's results."""
+    problem = FIXTURES / "level2" / "11_Pool_Families.py"
+    source = _program(problem)
+    assert source.count("'outs': 1") >= 4  # every fixed-window pool group has the knob
+    expected, got = _outputs(problem, source.replace("'outs': 1", "'outs': 4"))
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert torch.allclose(g, e, atol=1e-4, rtol=1e-4), f"output {i}: {float((g - e).abs().max()):.3g}"
+
+
+@pytest.mark.slow
 def test_a_kernel_that_forgets_its_block_offset_is_caught() -> None:
     """The emulation runs the index math as written: a grid-stride loop that starts every block at
     element 0 computes some elements many times and others never, which the comparison sees."""

@@ -175,6 +175,80 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
   }
 }
 
+// A fixed window (max or average) with V outputs a thread along the width (the launch knob `outs`):
+// group g of a row's outputs ow0 = V * g .. ow0 + V - 1 reads, for each window row, the SPAN input
+// columns those outputs' windows cover once into registers (3x3 stride 2, V = 4: 9 loads a row where
+// four threads take 12), and locates its outputs with one set of divisions. SW and DW (the width's
+// stride and dilation) are the launcher's compile-time constants. A column outside the input reads as
+// the fold's identity (-inf for max, 0 for the sum), which leaves every output's value as the thread
+// kernel computes it; the average's divisor is the thread kernel's, per output.
+template <int MODE, int KD, int KH, int KW, int SW, int DW, int V, class I, class Pro, class Epi>
+__global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, StitchPoolShape g,
+                                          StitchPoolIndex ix, Epi epi) {
+  constexpr int SPAN = (V - 1) * SW + (KW - 1) * DW + 1;
+  const I od_n = (I)s.od, oh_n = (I)s.oh, ow_n = (I)s.ow, id_n = (I)s.id, ih_n = (I)s.ih, iw_n = (I)s.iw;
+  const I total = (I)g.planes * od_n * oh_n * (I)g.ow;  // g: the shape with the width counted in groups
+  const I step = (I)gridDim.x * (I)blockDim.x;
+  for (I e = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; e < total; e += step) {
+    I od, oh, og, xp;
+    stitch_pool_output(e, g, ix, od, oh, og, xp);
+    I row_out;  // the output row's first element
+    if constexpr (sizeof(I) == 4) {
+      int rem;
+      row_out = (I)stitch_divmod((int)e, ix.ow, rem) * ow_n;
+    } else {
+      row_out = e / (I)g.ow * ow_n;
+    }
+    const I ow0 = og * (I)V;
+    const I ws0 = ow0 * (I)SW - (I)s.pw;
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = MODE == 0 ? -INFINITY : 0.f;
+    const I ds = od * (I)s.sd - (I)s.pd, hs = oh * (I)s.sh - (I)s.ph;
+#pragma unroll
+    for (int a = 0; a < KD; ++a) {
+      const I d = ds + (I)a * (I)s.dd;
+#pragma unroll
+      for (int b = 0; b < KH; ++b) {
+        const I h = hs + (I)b * (I)s.dh;
+        if (d < 0 || d >= id_n || h < 0 || h >= ih_n) continue;
+        const I row = xp + (d * ih_n + h) * iw_n;
+        float t[SPAN];
+#pragma unroll
+        for (int u = 0; u < SPAN; ++u) {
+          const I w = ws0 + (I)u;
+          t[u] = (w >= 0 && w < iw_n) ? pro.load(row + w) : (MODE == 0 ? -INFINITY : 0.f);
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+#pragma unroll
+          for (int c = 0; c < KW; ++c) {
+            const float q = t[v * SW + c * DW];
+            acc[v] = MODE == 0 ? stitch_max(acc[v], q) : acc[v] + q;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const I ow = ow0 + (I)v;
+      if (ow >= ow_n) break;
+      float value = acc[v];
+      if (MODE == 1) {  // the thread kernel's divisor
+        const I ws = ow * (I)s.sw - (I)s.pw;
+        const I d1p = min(ds + (I)KD, id_n + (I)s.pd), h1p = min(hs + (I)KH, ih_n + (I)s.ph),
+                w1p = min(ws + (I)KW, iw_n + (I)s.pw);
+        const I padded = (d1p - ds) * (h1p - hs) * (w1p - ws);
+        const I inside = (min(d1p, id_n) - max(ds, (I)0)) * (min(h1p, ih_n) - max(hs, (I)0)) *
+                         (min(w1p, iw_n) - max(ws, (I)0));
+        const I count = s.divisor > 0 ? (I)s.divisor : (s.count_include_pad ? padded : inside);
+        value = acc[v] / (float)count;
+      }
+      y[row_out + ow] = epi.apply(value, row_out + ow);
+    }
+  }
+}
+
 #ifndef STITCH_HOST_EMULATION  // tests/codegen/test_pool.py runs the thread kernel's window math on the CPU
 // Adaptive pooling with large windows (a 224x224 plane to 7x7: 1024 inputs an output): one warp per
 // output, the lanes over the flattened window, so a warp reads whole row segments (coalesced) where
@@ -269,15 +343,49 @@ static int64_t stitch_pool_adaptive_extent(int64_t in, int64_t out) {  // the la
   return out > 0 ? (in + out - 1) / out + (in % out != 0 ? 1 : 0) : 1;
 }
 
+// A fixed window's row kernel with four outputs a thread, where the launcher baked the window and the
+// width's stride and dilation (SW, DW > 0). Returns -1 when it does not apply.
+template <int MODE, int KD, int KH, int KW, int SW, int DW, class Pro, class Epi>
+static int stitch_pool_rowvec_run(const Pro& pro, float* y, const StitchPoolShape& s, Epi epi, StitchLaunch c,
+                                  cudaStream_t stream) {
+  constexpr int V = 4;
+  if constexpr (MODE > 1 || KD <= 0 || KH <= 0 || KW <= 0 || SW <= 0 || DW <= 0) {
+    return -1;
+  } else {
+    StitchPoolShape g = s;
+    g.ow = (s.ow + V - 1) / V;
+    const int64_t groups = g.planes * g.od * g.oh * g.ow;
+    const unsigned grid = stitch_grid(groups, c.threads, c.per_sm);
+    const int64_t reach = groups + (int64_t)grid * c.threads;
+    const int64_t inputs = s.planes * s.id * s.ih * s.iw, outputs = s.planes * s.od * s.oh * s.ow;
+    const StitchPoolIndex ix = stitch_pool_index(g);
+    if (inputs < (1LL << 31) && outputs < (1LL << 31) && reach < (1LL << 31)) {
+      stitch_pool_rowvec_kernel<MODE, KD, KH, KW, SW, DW, V, int, Pro, Epi><<<grid, c.threads, 0, stream>>>(
+          pro, y, s, g, ix, epi);
+    } else {
+      stitch_pool_rowvec_kernel<MODE, KD, KH, KW, SW, DW, V, int64_t, Pro, Epi><<<grid, c.threads, 0, stream>>>(
+          pro, y, s, g, ix, epi);
+    }
+    return (int)cudaGetLastError();
+  }
+}
+
 // One thread per output (one warp for large adaptive windows); by default one block per `threads`
 // outputs (no grid-stride cap: on an H100 a capped grid-stride loop streamed 7% slower), the launch
 // table's per_sm caps it when set. KD, KH, KW: the window baked in by the generated launcher (0: read
-// it from the shape, e.g. adaptive pooling or a window too large to unroll).
-template <int MODE, int KD, int KH, int KW, class Pro, class Epi>
-int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, cudaStream_t stream) {
+// it from the shape, e.g. adaptive pooling or a window too large to unroll); SW, DW: the width's stride
+// and dilation when baked too (0: not). outs (the launch knob): 4 takes stitch_pool_rowvec_kernel where
+// it applies.
+template <int MODE, int KD, int KH, int KW, int SW, int DW, class Pro, class Epi>
+int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, int outs,
+                    cudaStream_t stream) {
   const int64_t total = s.planes * s.od * s.oh * s.ow;
   if (total <= 0) return (int)cudaGetLastError();
   const StitchLaunch c = stitch_launch_or(cfg, 256, 0);  // the launch table's knobs, else 256, uncapped
+  if (outs == 4) {
+    const int done = stitch_pool_rowvec_run<MODE, KD, KH, KW, SW, DW, Pro, Epi>(pro, y, s, epi, c, stream);
+    if (done >= 0) return done;
+  }
   const int64_t inputs = s.planes * s.id * s.ih * s.iw;
   const bool adaptive = MODE == 2 || MODE == 3;
   const bool warp = adaptive && stitch_pool_adaptive_extent(s.id, s.od) * stitch_pool_adaptive_extent(s.ih, s.oh) *
