@@ -7,14 +7,21 @@
 #     that measured them (the H200 measured group norm, the H100 the scan): the same A/B's programs carry
 #     both, level1/30 and level1/45 (their base is the same commit; the change that moved them is older,
 #     so both columns show the new kernels: a check that the new code holds, not a ratio).
+#  3. the pools' launch knob outs at 4 (four outputs of a row a thread) against 1, on the head's programs:
+#     out/ab-outs4 holds the pool requests of out/ab-head with the knob set to 4 in their launch tables.
 # The logs come back as one file ($OUT/logs.tgz: the device tool returns a limited number of files).
-#   CPU:    bash evals/device/next_probes.sh --write      (writes out/ab-base, out/ab-head)
-#   device: bash evals/device/next_probes.sh               (carry those two folders)
+#   CPU:    bash evals/device/next_probes.sh --write      (writes out/ab-base, out/ab-head, out/ab-outs4)
+#   device: bash evals/device/next_probes.sh               (carry those three folders)
 set -u
-AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
+AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
+POOLS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount"
 if [ "${1:-}" = "--write" ]; then
     set -e
-    rm -rf out/ab-base out/ab-head
+    rm -rf out/ab-base out/ab-head out/ab-outs4
+    # shellcheck disable=SC2086
+    python -m evals.device.verify_probe --write out/ab-outs4 $POOLS
+    sed -i "s/'outs': 1/'outs': 4/g" out/ab-outs4/*.request.json
+    grep -q "'outs': 4" out/ab-outs4/level1__10_MaxPool2d.request.json
     # shellcheck disable=SC2086
     python -m evals.device.verify_probe --write out/ab-head $AB_PROBLEMS
     base=/tmp/stitchcuda-ab-base
@@ -31,5 +38,6 @@ rm -rf "$logs" && mkdir -p "$logs"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
 t0=$(date +%s)
 OUT=$logs AB_TIMEOUT=200 bash evals/device/ab_probe.sh out/ab-base out/ab-head 2
+OUT=$logs AB_TIMEOUT=120 bash evals/device/ab_probe.sh out/ab-head out/ab-outs4 1
 echo "all: $(( $(date +%s) - t0 )) s"
 tar czf "${OUT:-/tmp}/logs.tgz" -C "$logs" .
