@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from support.host_emulation import build_emulator
+from support.host_emulation import build_emulator, common_section
 
 EMULATION = r"""
 #include <cmath>
@@ -28,6 +28,7 @@ EMULATION = r"""
 #define __forceinline__ inline
 #define __restrict__
 #define __ldg(p) (*(p))
+@CARRY@
 #define STITCH_HOST_EMULATION
 #include "conv_dw.cuh"
 
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   for (float f : y) printf("%.9g\n", f);
   return 0;
 }
-"""
+""".replace("@CARRY@", common_section("carry"))
 
 
 @pytest.fixture(scope="module")

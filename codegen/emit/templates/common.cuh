@@ -226,25 +226,37 @@ struct StitchInput {
 // NaN-propagating max/min, matching PyTorch. On sm_80 and later one instruction each (PTX's
 // max.NaN / min.NaN: a NaN operand gives NaN), where the compare-and-select form takes two compares
 // and a select per tap of a max pool or element of a max reduction.
-__device__ __forceinline__ float stitch_max(float a, float b) {
+template <bool MAX>
+__device__ __forceinline__ float stitch_extreme(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  if (MAX) {
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  } else {
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  }
   return r;
 #else
-  return (a != a || a > b) ? a : b;
+  return (a != a || (MAX ? a > b : a < b)) ? a : b;
 #endif
 }
-__device__ __forceinline__ float stitch_min(float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  float r;
-  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-#else
-  return (a != a || a < b) ? a : b;
-#endif
-}
+__device__ __forceinline__ float stitch_max(float a, float b) { return stitch_extreme<true>(a, b); }
+__device__ __forceinline__ float stitch_min(float a, float b) { return stitch_extreme<false>(a, b); }
 // ---- end of minmax
+
+// ---- carry (this section compiles alone in the CPU emulation: tests/codegen/test_conv_dw.py)
+// Steps a (row, column) position over rows of `width` by (dr, dc) with dc < width: an add each and a
+// carry, where recomputing it from a flat index would divide by the width every step.
+template <class I>
+__device__ __forceinline__ void stitch_advance(I& row, I& col, I dr, I dc, I width) {
+  row += dr;
+  col += dc;
+  if (col >= width) {
+    col -= width;
+    ++row;
+  }
+}
+// ---- end of carry
 __device__ __forceinline__ float stitch_clamp(float a, float lo, float hi) { return a < lo ? lo : (a > hi ? hi : a); }
 
 struct StitchSumOp {

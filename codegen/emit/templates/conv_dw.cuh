@@ -41,8 +41,9 @@ __device__ __forceinline__ StitchDwBlock stitch_dw_block(int64_t block, int C, i
 
 // Thread `tid` (of `nthreads`)'s share of the tile: elements tid, tid + nthreads, ... in row-major order,
 // STITCH_DW_LOADS loads issued before their stores; zero outside the input. The element's (row, column)
-// advances by (nthreads / tile_w_in, nthreads % tile_w_in) with one carry, so the tile's width divides once
-// a thread, not once an element (a division cost more instructions than the load it addressed).
+// advances by (nthreads / tile_w_in, nthreads % tile_w_in) with one carry (lib common's stitch_advance),
+// so the tile's width divides once a thread, not once an element (a division cost more instructions
+// than the load it addressed).
 __device__ __forceinline__ void stitch_dw_stage(const float* __restrict__ xp, float* tile, int H, int W, int ih0,
                                                 int iw0, int tile_h_in, int tile_w_in, int tid, int nthreads) {
   const int n = tile_h_in * tile_w_in;
@@ -57,12 +58,7 @@ __device__ __forceinline__ void stitch_dw_stage(const float* __restrict__ xp, fl
         const int ih = ih0 + r, iw = iw0 + c;
         if (ih >= 0 && ih < H && iw >= 0 && iw < W) v[k] = __ldg(xp + (int64_t)ih * W + iw);
       }
-      r += dr;
-      c += dc;
-      if (c >= tile_w_in) {
-        c -= tile_w_in;
-        ++r;
-      }
+      stitch_advance(r, c, dr, dc, tile_w_in);
     }
 #pragma unroll
     for (int k = 0; k < STITCH_DW_LOADS; ++k) {

@@ -283,12 +283,7 @@ __device__ __forceinline__ float stitch_pool_warp_taps(const Pro& pro, I count, 
       } else {
         a[u][0] = pro.load(at);
       }
-      q += qstep;
-      c += cstep;
-      if (c >= wn) {
-        c -= wn;
-        ++q;
-      }
+      stitch_advance(q, c, qstep, cstep, wn);
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
