@@ -92,6 +92,43 @@ __device__ __forceinline__ int stitch_pool_extent(int runtime) {
   return K > 0 ? K : runtime;
 }
 
+// A window's fold: the sum (average pooling) or the NaN-propagating max, and its starting value.
+template <bool SUM>
+__device__ __forceinline__ float stitch_pool_fold(float acc, float a) {
+  return SUM ? acc + a : stitch_max(acc, a);
+}
+template <bool SUM>
+__device__ __forceinline__ float stitch_pool_identity() {
+  return SUM ? 0.f : -INFINITY;
+}
+
+// An average pool's window starting at (ds, hs, ws) with extents (kd, kh, kw), clipped as PyTorch clips it:
+// to the padded input for count_include_pad (`padded` taps), to the input itself for the sum ([d0, d1) x
+// [h0, h1) x [w0, w1)) and for the other divisor.
+template <class I>
+struct StitchPoolClip {
+  I d0, d1, h0, h1, w0, w1, padded;
+  __device__ __forceinline__ I divisor(const StitchPoolShape& s) const {
+    return s.divisor > 0 ? (I)s.divisor : (s.count_include_pad ? padded : (d1 - d0) * (h1 - h0) * (w1 - w0));
+  }
+};
+
+template <class I>
+__device__ __forceinline__ StitchPoolClip<I> stitch_pool_clip(I ds, I hs, I ws, int kd, int kh, int kw,
+                                                              const StitchPoolShape& s) {
+  const I d1p = min(ds + (I)kd, (I)s.id + (I)s.pd), h1p = min(hs + (I)kh, (I)s.ih + (I)s.ph),
+          w1p = min(ws + (I)kw, (I)s.iw + (I)s.pw);
+  StitchPoolClip<I> c;
+  c.padded = (d1p - ds) * (h1p - hs) * (w1p - ws);
+  c.d0 = max(ds, (I)0);
+  c.h0 = max(hs, (I)0);
+  c.w0 = max(ws, (I)0);
+  c.d1 = min(d1p, (I)s.id);
+  c.h1 = min(h1p, (I)s.ih);
+  c.w1 = min(w1p, (I)s.iw);
+  return c;
+}
+
 template <int MODE, int KD, int KH, int KW, class I, class Pro, class Epi>
 __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolShape s, StitchPoolIndex ix, Epi epi) {
   // I: the index type, int when every input and output index fits (the launcher checks), which
@@ -109,14 +146,11 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
       stitch_adaptive_window(od, s.id, s.od, d0, d1);
       stitch_adaptive_window(oh, s.ih, s.oh, h0, h1);
       stitch_adaptive_window(ow, s.iw, s.ow, w0, w1);
-      float acc = MODE == 2 ? 0.f : -INFINITY;
+      float acc = stitch_pool_identity<MODE == 2>();
       for (I d = (I)d0; d < (I)d1; ++d)
         for (I h = (I)h0; h < (I)h1; ++h) {
           const I row = xp + (d * ih_n + h) * iw_n;
-          for (I w = (I)w0; w < (I)w1; ++w) {
-            const float a = pro.load(row + w);
-            acc = MODE == 2 ? acc + a : stitch_max(acc, a);
-          }
+          for (I w = (I)w0; w < (I)w1; ++w) acc = stitch_pool_fold<MODE == 2>(acc, pro.load(row + w));
         }
       v = MODE == 2 ? acc / (float)((d1 - d0) * (h1 - h0) * (w1 - w0)) : acc;
     } else if (MODE == 0) {
@@ -141,14 +175,9 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
       }
       v = acc;
     } else {
-      // PyTorch's average: the window is clipped to the padded input for count_include_pad, to the
-      // input itself for the sum and for the other divisor.
       const I ds = od * (I)s.sd - (I)s.pd, hs = oh * (I)s.sh - (I)s.ph, ws = ow * (I)s.sw - (I)s.pw;
-      const I d1p = min(ds + (I)kd, id_n + (I)s.pd), h1p = min(hs + (I)kh, ih_n + (I)s.ph),
-              w1p = min(ws + (I)kw, iw_n + (I)s.pw);
-      const I padded = (d1p - ds) * (h1p - hs) * (w1p - ws);
-      const I d0 = max(ds, (I)0), h0 = max(hs, (I)0), w0 = max(ws, (I)0);
-      const I d1 = min(d1p, id_n), h1 = min(h1p, ih_n), w1 = min(w1p, iw_n);
+      const StitchPoolClip<I> clip = stitch_pool_clip(ds, hs, ws, kd, kh, kw, s);
+      const I d0 = clip.d0, d1 = clip.d1, h0 = clip.h0, h1 = clip.h1, w0 = clip.w0, w1 = clip.w1;
       float acc = 0.f;
       // The unrolled window, each tap taken when it lies inside [d0, d1) x [h0, h1) x [w0, w1): the same
       // terms in the same order as the loops over the clipped window.
@@ -168,8 +197,7 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
           }
         }
       }
-      const I count = s.divisor > 0 ? (I)s.divisor : (s.count_include_pad ? padded : (d1 - d0) * (h1 - h0) * (w1 - w0));
-      v = acc / (float)count;
+      v = acc / (float)clip.divisor(s);
     }
     y[e] = epi.apply(v, e);
   }
@@ -203,7 +231,7 @@ __global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, Stitch
     const I ws0 = ow0 * (I)SW - (I)s.pw;
     float acc[V];
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = MODE == 0 ? -INFINITY : 0.f;
+    for (int v = 0; v < V; ++v) acc[v] = stitch_pool_identity<MODE == 1>();
     const I ds = od * (I)s.sd - (I)s.pd, hs = oh * (I)s.sh - (I)s.ph;
 #pragma unroll
     for (int a = 0; a < KD; ++a) {
@@ -217,15 +245,12 @@ __global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, Stitch
 #pragma unroll
         for (int u = 0; u < SPAN; ++u) {
           const I w = ws0 + (I)u;
-          t[u] = (w >= 0 && w < iw_n) ? pro.load(row + w) : (MODE == 0 ? -INFINITY : 0.f);
+          t[u] = (w >= 0 && w < iw_n) ? pro.load(row + w) : stitch_pool_identity<MODE == 1>();
         }
 #pragma unroll
         for (int v = 0; v < V; ++v) {
 #pragma unroll
-          for (int c = 0; c < KW; ++c) {
-            const float q = t[v * SW + c * DW];
-            acc[v] = MODE == 0 ? stitch_max(acc[v], q) : acc[v] + q;
-          }
+          for (int c = 0; c < KW; ++c) acc[v] = stitch_pool_fold<MODE == 1>(acc[v], t[v * SW + c * DW]);
         }
       }
     }
@@ -234,16 +259,7 @@ __global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, Stitch
       const I ow = ow0 + (I)v;
       if (ow >= ow_n) break;
       float value = acc[v];
-      if (MODE == 1) {  // the thread kernel's divisor
-        const I ws = ow * (I)s.sw - (I)s.pw;
-        const I d1p = min(ds + (I)KD, id_n + (I)s.pd), h1p = min(hs + (I)KH, ih_n + (I)s.ph),
-                w1p = min(ws + (I)KW, iw_n + (I)s.pw);
-        const I padded = (d1p - ds) * (h1p - hs) * (w1p - ws);
-        const I inside = (min(d1p, id_n) - max(ds, (I)0)) * (min(h1p, ih_n) - max(hs, (I)0)) *
-                         (min(w1p, iw_n) - max(ws, (I)0));
-        const I count = s.divisor > 0 ? (I)s.divisor : (s.count_include_pad ? padded : inside);
-        value = acc[v] / (float)count;
-      }
+      if (MODE == 1) value /= (float)stitch_pool_clip(ds, hs, ow * (I)s.sw - (I)s.pw, KD, KH, KW, s).divisor(s);
       y[row_out + ow] = epi.apply(value, row_out + ow);
     }
   }
@@ -254,11 +270,6 @@ __global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, Stitch
 // output, the lanes over the flattened window, so a warp reads whole row segments (coalesced) where
 // one thread per output would read one element from each of 32 rows 32 floats apart. The lanes'
 // partial sums (maxima) combine in a warp tree.
-template <int MODE>
-__device__ __forceinline__ float stitch_pool_fold(float acc, float a) {
-  return MODE == 2 ? acc + a : stitch_max(acc, a);
-}
-
 // A lane's fold of its taps of one output's window, W floats a tap (4: the window's rows and first
 // column are whole float4s, one 16-byte load a tap). Tap k of the flattened window is row q = k / wn of
 // the window's dn * hn rows, column W * (k % wn) (wn, count: the window's width and size in taps). A lane
@@ -271,7 +282,7 @@ __device__ __forceinline__ float stitch_pool_warp_taps(const Pro& pro, I count, 
   const int lane = threadIdx.x & 31;
   const I qstep = 32 / wn, cstep = 32 - qstep * wn;
   I q = (I)lane / wn, c = (I)lane - q * wn;
-  float acc = MODE == 2 ? 0.f : -INFINITY;
+  float acc = stitch_pool_identity<MODE == 2>();
   for (I k0 = (I)lane; k0 < count; k0 += 4 * 32) {
     const I first = address(q, W * c);
     float a[4][W];
@@ -289,7 +300,7 @@ __device__ __forceinline__ float stitch_pool_warp_taps(const Pro& pro, I count, 
     for (int u = 0; u < 4; ++u) {
       if (k0 + (I)(32 * u) < count) {
 #pragma unroll
-        for (int k = 0; k < W; ++k) acc = stitch_pool_fold<MODE>(acc, a[u][k]);
+        for (int k = 0; k < W; ++k) acc = stitch_pool_fold<MODE == 2>(acc, a[u][k]);
       }
     }
   }
@@ -326,7 +337,7 @@ __global__ void stitch_pool_adaptive_warp_kernel(Pro pro, float* __restrict__ y,
       acc = stitch_pool_warp_taps<MODE, 1, I>(pro, count, wn, address);
     }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) acc = stitch_pool_fold<MODE>(acc, __shfl_xor_sync(0xffffffffu, acc, off));
+    for (int off = 16; off > 0; off >>= 1) acc = stitch_pool_fold<MODE == 2>(acc, __shfl_xor_sync(0xffffffffu, acc, off));
     if (lane == 0) y[e] = epi.apply(MODE == 2 ? acc / (float)count : acc, e);
   }
 }
