@@ -83,11 +83,12 @@ class Chain:
             return f"f{i}[stitch_view_offset({index}, {', '.join(view_fields(i))})]"
         return f"f{i}[{index}]"
 
-    def load4(self, i: int) -> str:
-        """The C statement reading full operand i's elements e..e+3 into F<i>."""
+    def load4(self, i: int, into: str = "") -> str:
+        """The C statement reading full operand i's elements e..e+3 into the float[4] `into` (F<i>)."""
+        into = into or f"F{i}"
         if i in self.views:
-            return f"stitch_view_ld4(f{i}, e, {', '.join(view_fields(i))}, F{i});"
-        return f"stitch_ld4(f{i} + e, F{i});"
+            return f"stitch_view_ld4(f{i}, e, {', '.join(view_fields(i))}, {into});"
+        return f"stitch_ld4(f{i} + e, {into});"
 
     def aligned(self) -> list[str]:
         """The alignment tests of the operands the vector path reads as float4 at e (views test

@@ -23,17 +23,27 @@ def _indent(lines: list[str], spaces: int) -> str:
     return "\n".join(pad + line for line in lines)
 
 
-def _vec4_lines(chain: Chain, results: list[str], arrays: list[str]) -> list[str]:
-    """Statements computing elements e..e+3 of each `results` value into the float[4] `arrays`."""
-    vec = [f"float F{i}[4];" for i in range(len(chain.full))]
-    vec += [chain.load4(i) for i in range(len(chain.full))]
-    vec += [f"float B{i}[4];" for i in range(len(chain.bcast))]
-    vec += [f"stitch_bload4(b{i}, e, b{i}_inner, b{i}_count, B{i});" for i in range(len(chain.bcast))]
+def _vec4_loads(chain: Chain, into: str = "") -> list[str]:
+    """Statements reading elements e..e+3 of every operand into the float[4] arrays `into`F<i>, B<i>."""
+    vec = [chain.load4(i, f"{into}F{i}") for i in range(len(chain.full))]
+    vec += [f"stitch_bload4(b{i}, e, b{i}_inner, b{i}_count, {into}B{i});" for i in range(len(chain.bcast))]
+    return vec
+
+
+def _vec4_math(chain: Chain, results: list[str], arrays: list[str], source: str = "") -> list[str]:
+    """A loop computing elements e..e+3 of each `results` value into the float[4] `arrays` from the
+    operand arrays `source`F<i>, B<i>."""
     inner = ["const int64_t ei = e + k;"] if chain.uses_index else []
-    inner += [f"const float x_f{i} = F{i}[k];" for i in range(len(chain.full))]
-    inner += [f"const float x_b{i} = B{i}[k];" for i in range(len(chain.bcast))]
+    inner += [f"const float x_f{i} = {source}F{i}[k];" for i in range(len(chain.full))]
+    inner += [f"const float x_b{i} = {source}B{i}[k];" for i in range(len(chain.bcast))]
     inner += chain.lines + [f"{a}[k] = {v};" for a, v in zip(arrays, results, strict=True)]
-    return vec + ["#pragma unroll", "for (int k = 0; k < 4; ++k) {"] + ["  " + line for line in inner] + ["}"]
+    return ["#pragma unroll", "for (int k = 0; k < 4; ++k) {"] + ["  " + line for line in inner] + ["}"]
+
+
+def _operand_arrays(chain: Chain) -> list[str]:
+    return [f"float F{i}[4];" for i in range(len(chain.full))] + [
+        f"float B{i}[4];" for i in range(len(chain.bcast))
+    ]
 
 
 def ew_functor(
@@ -45,13 +55,22 @@ def ew_functor(
     out_vars = [chain.var(k) for k in outputs]
     scalar_body = chain.loads() + chain.lines + [f"o{j}[e] = {v};" for j, v in enumerate(out_vars)]
     arrays = [f"R{j}" for j in range(len(outputs))]
-    vec = [f"float {a}[4];" for a in arrays] + _vec4_lines(chain, out_vars, arrays)
-    vec += [f"stitch_st4(o{j} + e, R{j});" for j in range(len(outputs))]
+    store = [f"float {a}[4];" for a in arrays] + _vec4_math(chain, out_vars, arrays, "in.")
+    store += [f"stitch_st4(o{j} + e, R{j});" for j in range(len(outputs))]
+    # load4 and store4 apart let a driver issue several chunks' loads before any store: the compiler
+    # may not move a load above a store through pointers that could alias (templates/elementwise.cuh).
     methods = (
-        "  __device__ __forceinline__ void scalar(int64_t e) const {\n"
+        "  struct In {\n"
+        + _indent(_operand_arrays(chain), 4)
+        + "\n  };\n"
+        + "  __device__ __forceinline__ void scalar(int64_t e) const {\n"
         + _indent(scalar_body, 4)
+        + "\n  }\n  __device__ __forceinline__ void load4(int64_t e, In& in) const {\n"
+        + _indent(_vec4_loads(chain, "in."), 4)
+        + "\n  }\n  __device__ __forceinline__ void store4(int64_t e, const In& in) const {\n"
+        + _indent(store, 4)
         + "\n  }\n  __device__ __forceinline__ void vec4(int64_t e) const {\n"
-        + _indent(vec, 4)
+        + "    In in;\n    load4(e, in);\n    store4(e, in);"
         + "\n  }\n"
     )
     name = unit.define("StitchEw", _struct(members, methods), group)
@@ -71,7 +90,9 @@ def pro_functor(unit: CudaUnit, chain: Chain, result: Any, group: str) -> str:
         "  __device__ __forceinline__ float load(int64_t e) const {\n"
         + _indent(body, 4)
         + "\n  }\n  __device__ __forceinline__ void load4(int64_t e, float v[4]) const {\n"
-        + _indent(_vec4_lines(chain, [chain.var(result)], ["v"]), 4)
+        + _indent(
+            _operand_arrays(chain) + _vec4_loads(chain) + _vec4_math(chain, [chain.var(result)], ["v"]), 4
+        )
         + f"\n  }}\n  bool vec_ok() const {{ return {aligned}; }}\n"
     )
     return unit.define("StitchPro", _struct(chain.fields(), methods), group)

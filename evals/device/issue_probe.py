@@ -7,7 +7,9 @@ strict loop 26 and 15). Per probe request, ours and eager's: the median issue ti
 the device idle) in a hot loop (evals.device.host_overhead.host_us) and in the worker's strict loop
 (tools.worker.timing.time_strict, no output check), the strict loop's mean milliseconds, and the
 device's own time per call (calls issued back to back between two events). Strict minus back to back
-is what a call pays beyond its kernels. (A first version also timed the hot loop after the CPU read
+is what a call pays beyond its kernels. The last two columns: each side's median issue time when the
+two are timed as the verifier times them, interleaved in rounds (tools.worker.rounds), and the CUDA
+runtime libraries mapped into the process (a program's extension may bring a second libcudart). (A first version also timed the hot loop after the CPU read
 64 MB before each call: every forward, ours and eager's alike, issued about 100 us slower, so cold
 CPU caches alone do not set ours apart.)
 
@@ -38,6 +40,23 @@ def strict_stats(fn: Any, inputs: list[Any], calls: int = CALLS) -> dict[str, fl
     return {"issue_us": float(stats["issue_median_ms"]) * 1e3, "ms": float(stats["mean_ms"])}
 
 
+def interleaved_issue_us(ours: Any, eager: Any, inputs: list[Any]) -> dict[str, float]:
+    """Each side's median issue microseconds in the verifier's interleaved rounds (no output check)."""
+    from tools.worker.rounds import Contestant, time_in_rounds
+
+    info = time_in_rounds(
+        [Contestant("ours", ours), Contestant("eager", eager)], [inputs], inputs[0].device, trials=CALLS
+    )
+    return {f"{who} rounds issue us": float(info[who]["issue_median_ms"]) * 1e3 for who in ("ours", "eager")}
+
+
+def cudart_libraries() -> str:
+    """The libcudart files mapped into this process, by file name."""
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    names = {line.split()[-1].rsplit("/", 1)[-1] for line in maps if "libcudart" in line}
+    return ",".join(sorted(names)) or "-"
+
+
 def measure(fn: Any, inputs: list[Any]) -> dict[str, float]:
     strict = strict_stats(fn, inputs)
     return {
@@ -61,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             row: dict[str, Any] = {"problem": case.problem}
             for who, fn in (("ours", case.candidate), ("eager", case.reference)):
                 row.update({f"{who} {k}": v for k, v in measure(fn, case.inputs).items()})
+            row.update(interleaved_issue_us(case.candidate, case.reference, case.inputs))
             rows.append(row)
+            print("cudart:", cudart_libraries(), flush=True)
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else v for k, v in row.items()), flush=True)
             del case
     columns = [k for k in rows[0] if k != "problem"] if rows else []

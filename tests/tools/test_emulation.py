@@ -212,13 +212,23 @@ def test_fixture_programs_compute_the_reference_in_the_emulation(problem: Path, 
 
 
 @pytest.mark.slow
-def test_pools_with_four_outputs_a_thread_match_the_reference() -> None:
-    """The launch knob `outs` at 4 (stitch_pool_rowvec_kernel, through its launcher): the pool families'
-    fixed-window pools, with their prologues and epilogues, still give PyTorch's results."""
-    problem = FIXTURES / "level2" / "11_Pool_Families.py"
+@pytest.mark.parametrize(
+    ("fixture", "knob", "value"),
+    [
+        # stitch_pool_rowvec_kernel: the pool families' fixed-window pools, prologues and epilogues
+        ("level2/11_Pool_Families.py", "outs", 4),
+        # stitch_ew_vecu_kernel: two chunks' loads before their stores, broadcast operands included
+        ("level2/6_Elementwise_Chain.py", "unroll", 2),
+        ("level1/40_Activations.py", "unroll", 2),
+    ],
+)
+def test_launch_knobs_off_their_default_keep_the_reference(fixture: str, knob: str, value: int) -> None:
+    """A launch knob the tuner may set (here off its default of 1) runs another kernel through the same
+    launcher; it still gives PyTorch's results."""
+    problem = FIXTURES / fixture
     source = _program(problem)
-    assert source.count("'outs': 1") >= 4  # every fixed-window pool group has the knob
-    expected, got = _outputs(problem, source.replace("'outs': 1", "'outs': 4"))
+    assert f"'{knob}': 1" in source  # the program's groups carry the knob
+    expected, got = _outputs(problem, source.replace(f"'{knob}': 1", f"'{knob}': {value}"))
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-4, rtol=1e-4), f"output {i}: {float((g - e).abs().max()):.3g}"
 

@@ -375,34 +375,27 @@ static int stitch_axis_reduce_run(const Pro& pro, const Epi& epi, float* saved, 
     grid = dim3((unsigned)tiles, (unsigned)(outer < 65535 ? outer : 65535), (unsigned)parts);
     block = dim3(32, ythreads);
   }
-  StitchAxisState* ws = nullptr;
-  if (parts > 1) {
-    stitch_keep_async_pool(stream);
-    const cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(StitchAxisState) * outputs * parts,
-                                            stream);
-    if (err != cudaSuccess) return (int)err;
-  }
-  if (rows) {
-    stitch_axis_block_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, parts,
-                                                                       chunk, vec);
-  } else if (cols4) {
-    stitch_axis_cols4_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, inner,
-                                                                       parts, chunk);
-  } else {
-    stitch_axis_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, inner,
-                                                                      parts, chunk);
-  }
-  cudaError_t err = cudaGetLastError();
-  if (ws != nullptr) {
-    if (err == cudaSuccess) {
+  // ws: each part's state, with a finishing pass, when the rows are cut into parts; none otherwise
+  const auto run = [&](StitchAxisState* ws) {
+    if (rows) {
+      stitch_axis_block_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, parts,
+                                                                         chunk, vec);
+    } else if (cols4) {
+      stitch_axis_cols4_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R,
+                                                                         inner, parts, chunk);
+    } else {
+      stitch_axis_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, saved, y, idx, ws, outer, R, inner,
+                                                                        parts, chunk);
+    }
+    cudaError_t err = cudaGetLastError();
+    if (ws != nullptr && err == cudaSuccess) {
       stitch_axis_finish_kernel<OP, Epi><<<stitch_grid_all(outputs, 8), 256, 0, stream>>>(epi, ws, y, idx, outputs,
                                                                                            parts);
       err = cudaGetLastError();
     }
-    const cudaError_t freed = cudaFreeAsync(ws, stream);
-    if (err == cudaSuccess) err = freed;
-  }
-  return (int)err;
+    return (int)err;
+  };
+  return parts > 1 ? stitch_with_workspace<StitchAxisState>(outputs * parts, stream, run) : run(nullptr);
 }
 
 // Softmax / log-softmax along R of [outer, R, inner] (inner > 1): each column's (max, sum) online over its

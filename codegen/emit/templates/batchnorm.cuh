@@ -127,33 +127,25 @@ extern "C" int stitch_bn_stats(const float* x, const float* weight, float* runni
                                float momentum, int mode, int threads, cudaStream_t stream) {
   if (C <= 0) return (int)cudaGetLastError();
   const double count = (double)N * (double)HW;
-  double* partial = nullptr;
-  int64_t slices = 0;
-  cudaError_t err = cudaSuccess;
-  if (mode & 1) {
-    if (N * HW <= 0) return (int)cudaErrorInvalidValue;  // PyTorch raises too: no values to average
-    const bool vec = HW % 4 == 0 && stitch_aligned16(x);
-    int64_t span = 0;
-    slices = stitch_bn_slices(N, C, HW, stitch_sm_count(), vec, &span);
-    const StitchLaunch c = stitch_launch_or(StitchLaunch{threads, 1}, span >= 8192 ? 512 : 256, 1);
-    stitch_keep_async_pool(stream);
-    err = cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * 2 * C * slices, stream);
-    if (err != cudaSuccess) return (int)err;
-    stitch_bn_partial_kernel<<<dim3((unsigned)C, (unsigned)slices), c.threads, 0, stream>>>(x, partial, N, C, HW,
-                                                                                          span, vec);
-    err = cudaGetLastError();
-  }
-  if (err == cudaSuccess) {
+  // partial: two doubles per (channel, slice) in training mode; the finalize kernel reads none otherwise
+  const auto finalize = [&](const double* partial, int64_t slices) {
     const int per_block = 128;
     const unsigned grid = (unsigned)((C + per_block - 1) / per_block);
     stitch_bn_finalize_kernel<<<grid, per_block, 0, stream>>>(partial, slices, weight, running_mean, running_var,
                                                               mean_out, scale_out, C, count, eps, momentum, mode);
-    err = cudaGetLastError();
-  }
-  if (partial != nullptr) {
-    const cudaError_t freed = cudaFreeAsync(partial, stream);
-    if (err == cudaSuccess) err = freed;
-  }
-  return (int)err;
+    return (int)cudaGetLastError();
+  };
+  if (!(mode & 1)) return finalize(nullptr, 0);
+  if (N * HW <= 0) return (int)cudaErrorInvalidValue;  // PyTorch raises too: no values to average
+  const bool vec = HW % 4 == 0 && stitch_aligned16(x);
+  int64_t span = 0;
+  const int64_t slices = stitch_bn_slices(N, C, HW, stitch_sm_count(), vec, &span);
+  const StitchLaunch c = stitch_launch_or(StitchLaunch{threads, 1}, span >= 8192 ? 512 : 256, 1);
+  return stitch_with_workspace<double>(2 * C * slices, stream, [&](double* partial) {
+    stitch_bn_partial_kernel<<<dim3((unsigned)C, (unsigned)slices), c.threads, 0, stream>>>(x, partial, N, C, HW,
+                                                                                          span, vec);
+    const int err = (int)cudaGetLastError();
+    return err != 0 ? err : finalize(partial, slices);
+  });
 }
 #endif

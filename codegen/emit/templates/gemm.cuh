@@ -297,18 +297,12 @@ extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float
   if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR(st);
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return (int)cudaGetLastError();
+  const auto run = [&](void* workspace) {
+    return stitch_gemm_with(handle, workspace, A, B, C, D, bias, m, n, k, lda, ldb, ldc, transa, transb, batch, sa,
+                            sb, sc, alpha, beta, act, device, stream);
+  };
   void* workspace = stitch_lt_workspace(device, stream);
-  void* own = nullptr;  // a stream-ordered workspace of this call's own when the table has none for it
-  if (workspace == nullptr) {
-    stitch_keep_async_pool(stream);
-    if (cudaMallocAsync(&own, STITCH_GEMM_WORKSPACE, stream) != cudaSuccess) return (int)cudaGetLastError();
-    workspace = own;
-  }
-  const int status = stitch_gemm_with(handle, workspace, A, B, C, D, bias, m, n, k, lda, ldb, ldc, transa, transb,
-                                      batch, sa, sb, sc, alpha, beta, act, device, stream);
-  if (own != nullptr) {
-    const cudaError_t freed = cudaFreeAsync(own, stream);
-    if (status == 0 && freed != cudaSuccess) return (int)freed;
-  }
-  return status;
+  if (workspace != nullptr) return run(workspace);
+  // a stream-ordered workspace of this call's own when the table has none for it
+  return stitch_with_workspace<unsigned char>(STITCH_GEMM_WORKSPACE, stream, run);
 }

@@ -189,26 +189,24 @@ static int stitch_reduce_split(const Pro& pro, const Epi& epi, float* y, int64_t
     return -1;
   }
   const int64_t outputs = outer * inner;
-  stitch_keep_async_pool(stream);
-  float* ws = nullptr;
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws), sizeof(float) * outputs * parts, stream);
-  if (err != cudaSuccess) return (int)err;
-  if (rows) {
-    const bool vec = (R & 3) == 0 && pro.vec_ok();
-    stitch_reduce_part_rows_kernel<OP, Pro><<<stitch_grid_all(outer * parts, 1), threads, 0, stream>>>(
-        pro, ws, outer, R, parts, chunk, vec);
-  } else {
-    const dim3 grid((unsigned)tiles, (unsigned)(outer < 65535 ? outer : 65535), (unsigned)parts);
-    stitch_reduce_part_cols_kernel<OP, Pro><<<grid, dim3(32, 32), 0, stream>>>(pro, ws, outer, R, inner, parts, chunk);
-  }
-  err = cudaGetLastError();
-  if (err == cudaSuccess) {
-    stitch_reduce_finish_kernel<OP, Epi><<<stitch_grid_all(outputs, 8), 256, 0, stream>>>(epi, ws, y, outputs, parts,
-                                                                                           scale);
-    err = cudaGetLastError();
-  }
-  const cudaError_t freed = cudaFreeAsync(ws, stream);
-  return (int)(err != cudaSuccess ? err : freed);
+  return stitch_with_workspace<float>(outputs * parts, stream, [&](float* ws) {
+    if (rows) {
+      const bool vec = (R & 3) == 0 && pro.vec_ok();
+      stitch_reduce_part_rows_kernel<OP, Pro><<<stitch_grid_all(outer * parts, 1), threads, 0, stream>>>(
+          pro, ws, outer, R, parts, chunk, vec);
+    } else {
+      const dim3 grid((unsigned)tiles, (unsigned)(outer < 65535 ? outer : 65535), (unsigned)parts);
+      stitch_reduce_part_cols_kernel<OP, Pro><<<grid, dim3(32, 32), 0, stream>>>(pro, ws, outer, R, inner, parts,
+                                                                                 chunk);
+    }
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) {
+      stitch_reduce_finish_kernel<OP, Epi><<<stitch_grid_all(outputs, 8), 256, 0, stream>>>(epi, ws, y, outputs,
+                                                                                             parts, scale);
+      err = cudaGetLastError();
+    }
+    return (int)err;
+  });
 }
 
 template <int OP, class Pro, class Epi>

@@ -264,18 +264,13 @@ static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, flo
   const int64_t tiles = outer * tiles_per_row;
   if (tiles > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
   // Stream-ordered scratch (status words + the ticket counter), zeroed on the stream: capturable in a CUDA graph.
-  const size_t bytes = (size_t)(tiles + 1) * sizeof(unsigned long long);
-  stitch_keep_async_pool(stream);  // common.cuh: the look-back scratch is allocated on every call
-  void* scratch = nullptr;
-  cudaError_t err = cudaMallocAsync(&scratch, bytes, stream);
-  if (err != cudaSuccess) return (int)err;
-  err = cudaMemsetAsync(scratch, 0, bytes, stream);
-  if (err == cudaSuccess) {
-    unsigned long long* status = static_cast<unsigned long long*>(scratch);
-    stitch_scan_tile_kernel<OP, REVERSE, Pro, Epi><<<(unsigned)tiles, STITCH_SCAN_THREADS, 0, stream>>>(
-        pro, epi, mask, saved, y, n, tiles_per_row, vec, status, status + tiles);
-    err = cudaGetLastError();
-  }
-  const cudaError_t freed = cudaFreeAsync(scratch, stream);
-  return (int)(err != cudaSuccess ? err : freed);
+  return stitch_with_workspace<unsigned long long>(tiles + 1, stream, [&](unsigned long long* status) {
+    cudaError_t err = cudaMemsetAsync(status, 0, (size_t)(tiles + 1) * sizeof(unsigned long long), stream);
+    if (err == cudaSuccess) {
+      stitch_scan_tile_kernel<OP, REVERSE, Pro, Epi><<<(unsigned)tiles, STITCH_SCAN_THREADS, 0, stream>>>(
+          pro, epi, mask, saved, y, n, tiles_per_row, vec, status, status + tiles);
+      err = cudaGetLastError();
+    }
+    return (int)err;
+  });
 }
