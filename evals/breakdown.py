@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tools.protocol import FIRST_CALL_PHASE, WAIT_PHASE
+
 STEPS: tuple[str, ...] = (
     "trace_s",
     "plan_s",
@@ -29,9 +31,9 @@ STEPS: tuple[str, ...] = (
 # worker phases (tools.worker: Progress phase names) by step
 _PHASE_PREFIXES: dict[str, tuple[str, ...]] = {
     "correctness_s": ("checking correctness",),
-    "timing_s": ("timing ", "drawing the timing inputs"),
+    "timing_s": ("timing ", "drawing the timing inputs", FIRST_CALL_PHASE),
     "profile_s": ("profiling",),
-    "wait_s": ("waiting for",),  # the device lock and the quiet window: time, not work
+    "wait_s": (WAIT_PHASE,),  # the device lock and the quiet window: time, not work
 }
 
 
@@ -59,7 +61,10 @@ def breakdown(
     steps["build_s"] = sum(float(a.get("build_seconds") or 0.0) for a in attempts)
     for step, prefixes in _PHASE_PREFIXES.items():
         steps[step] = _phase_seconds(attempts, prefixes)
-    steps["profile_s"] += float(nodes.get("profiler", 0.0))
+    # the profiler node's own worker waits (the launch search's device lock and quiet window) are time
+    profiler_wait = float(nodes.get("profiler_wait", 0.0))
+    steps["profile_s"] += max(0.0, float(nodes.get("profiler", 0.0)) - profiler_wait)
+    steps["wait_s"] += profiler_wait
     # the baseline process's wait for a GPU slot (tools.baselines) is time, not work: with the others
     slot_wait = float((baselines or {}).get("slot_wait_s") or 0.0)
     steps["baselines_s"] = max(0.0, float((baselines or {}).get("wall_s") or 0.0) - slot_wait)

@@ -177,6 +177,8 @@ def profiler(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "tuning": vars(tuning) if tuning is not None else None,
         }
         write_report(context.out_dir, candidate, report)
+    if tuning is not None and tuning.waited_s > 0:  # time, not work: the breakdown counts it as waiting
+        update["node_seconds"] = {"profiler_wait": tuning.waited_s}
     return {
         **update,
         "profile": profile.dump(),

@@ -172,6 +172,16 @@ class Finding(TypedDict):
     evidence: str
 
 
+WAIT_PHASE = "waiting for"  # the phases (EvalResponse.phases) that are waiting: device lock, quiet window
+FIRST_CALL_PHASE = "first call, the program's own searches"  # strict verify: a timing (its searches)
+
+
+def waited_seconds(response: EvalResponse) -> float:
+    """Seconds a worker run spent waiting (for the device lock, the quiet window), not working."""
+    phases = response.get("phases") or {}
+    return sum(float(s or 0.0) for phase, s in phases.items() if str(phase).startswith(WAIT_PHASE))
+
+
 def finding(id_: str, severity: str, evidence: str) -> Finding:
     """One named finding (severity is info, warning or error)."""
     if severity not in SEVERITIES:

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The measurements the fourteenth session left owed, in one device call of about five minutes:
-#  1. the one-instruction NaN-propagating max (PTX max.NaN, common.cuh's stitch_max) on the issue-bound
-#     max pools and a max reduction: programs of the code before it (AB_BASE, default e50b8fa) and after,
-#     alternated twice (evals/device/ab_probe.sh);
-#  2. group norm's two-kernel path and the 64-register column scan on the other GPU kind than the one
-#     that measured them (the H200 measured group norm, the H100 the scan): the same A/B's programs carry
-#     both, level1/30 and level1/45 (their base is the same commit; the change that moved them is older,
-#     so both columns show the new kernels: a check that the new code holds, not a ratio).
-#  4. the elementwise launch knob unroll (float4 a thread, every chunk's loads before any store) at 2
-#     and 4 against 1 on activations (out/ew-u1, out/ew-u2, out/ew-u4).
-#  3. the pools' launch knob outs at 4 (four outputs of a row a thread) against 1, on the head's programs:
-#     out/ab-outs4 holds the pool requests of out/ab-head with the knob set to 4 in their launch tables.
-# The logs come back as one file ($OUT/logs.tgz: the device tool returns a limited number of files).
-#   CPU:    bash evals/device/next_probes.sh --write      (writes out/ab-base, out/ab-head, out/ab-outs4, out/ew-u*)
-#   device: bash evals/device/next_probes.sh               (carry those folders; part 4: ... ew)
+# Device probes owed by the fourteenth and fifteenth sessions, one call each (logs come back as one
+# file: the device tool returns a limited number of files).
+#  default (about 400 s; measured on an H100 on 2026-12-06, docs/benchmarks.md, fifteenth session):
+#     the one-instruction NaN-propagating max (PTX max.NaN, common.cuh's stitch_max) on the max pools and
+#     a max reduction, programs of the code before it (AB_BASE, default e50b8fa) against the head,
+#     alternated twice (evals/device/ab_probe.sh); group norm's two-kernel path and the 64-register
+#     column scan ride along (level1/30, level1/45: both columns carry the new kernels, a check, not a
+#     ratio); then the pools' launch knob outs at 4 against 1 (out/ab-outs4: the head's pool requests
+#     with the knob set to 4).
+#  ew (about 230 s; measured there too): the elementwise knob unroll at 2 and 4 against 1 on activations
+#     (out/ew-u1, out/ew-u2, out/ew-u4: every chunk's loads issued before any store).
+#  host (owed): our issue time in a plain process (hot loop, strict loop, the verifier's interleaved
+#     rounds: evals.device.issue_probe) beside the verifier's own, sandbox on and off (out/probe-issue2).
+#   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
+#   device: bash evals/device/next_probes.sh [ew|host]     (carry the folders that part reads)
 set -u
 AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
 EW="level1/2_GELU level1/1_ReLU level1/3_SiLU"
@@ -26,9 +26,26 @@ if [ "${1:-}" = "ew" ]; then  # part 4, a call of its own
     tar czf "${OUT:-/tmp}/ew-logs.tgz" -C /tmp/ew .
     exit 0
 fi
+if [ "${1:-}" = "host" ]; then  # part 5: where our issue time grows, plain process against the verifier
+    export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    mkdir -p /tmp/host
+    timeout 240 python3 -m evals.device.issue_probe out/probe-issue2 > /tmp/host/issue.log 2>&1
+    grep -E "^\||cudart" /tmp/host/issue.log
+    for mode in auto off; do
+        STITCHCUDA_SANDBOX=$mode timeout 150 python3 -m evals.device.verify_probe out/probe-issue2 \
+            > "/tmp/host/verify-$mode.log" 2>&1
+        echo "== verifier, sandbox $mode"
+        grep -E "^\| level" "/tmp/host/verify-$mode.log" | cut -d'|' -f2-8
+    done
+    tar czf "${OUT:-/tmp}/host-logs.tgz" -C /tmp/host .
+    exit 0
+fi
 if [ "${1:-}" = "--write" ]; then
     set -e
-    rm -rf out/ab-base out/ab-head out/ab-outs4 out/ew-u1 out/ew-u2 out/ew-u4
+    rm -rf out/ab-base out/ab-head out/ab-outs4 out/ew-u1 out/ew-u2 out/ew-u4 out/probe-issue2
+    python -m evals.device.verify_probe --write out/probe-issue2 level1/1_ReLU level1/27_AvgPool2d_NoPadCount \
+        level1/15_Conv2d_Dilated
     # shellcheck disable=SC2086
     python -m evals.device.verify_probe --write out/ew-u1 $EW
     for u in 2 4; do

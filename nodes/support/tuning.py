@@ -24,6 +24,7 @@ from graph.context import Context
 from graph.launch_advice import merge_launch, parse_launch
 from nodes.support.worker_client import eval_request, run_worker
 from tools import baseline_cache
+from tools.protocol import waited_seconds
 
 TUNE_CACHE_FILE = "tune.json"
 TUNABLE_MARK = "STITCH_LAUNCH_CHOICES"  # a program that defines it follows the tuning protocol
@@ -44,6 +45,7 @@ class Tuning:
     trials: int = 0
     cached: bool = False
     message: str = ""
+    waited_s: float = 0.0  # the search's worker waiting for the device lock and the quiet window
 
 
 def program_hash(source: str) -> str:
@@ -100,7 +102,9 @@ def tune_launch(
         answer = resumed(hit, answer)
     if not answer.get("skipped"):
         baseline_cache.store(path, key, answer)
-    return _from_answer(answer, current, cached=False, message=str(response.get("message", "")))
+    tuning = _from_answer(answer, current, cached=False, message=str(response.get("message", "")))
+    tuning.waited_s = round(waited_seconds(response), 3)
+    return tuning
 
 
 def resumed(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evals.breakdown import STEPS, breakdown, breakdown_table
+from tools.protocol import FIRST_CALL_PHASE, EvalResponse, waited_seconds
 
 REPORT = {
     "trace_s": 0.5,
@@ -53,6 +54,27 @@ def test_the_baselines_wait_for_a_gpu_slot_counts_as_wait_not_baselines() -> Non
     steps = breakdown(REPORT, {"wall_s": 6.0, "slot_wait_s": 2.5}, total_s=30.0)
     assert steps["baselines_s"] == 3.5 and steps["wait_s"] == 3.0
     assert sum(steps.values()) == pytest.approx(30.0)
+
+
+def test_the_profiler_nodes_launch_search_waiting_counts_as_wait_not_profile() -> None:
+    nodes = {**REPORT["node_seconds"], "profiler": 10.0, "profiler_wait": 7.5}  # type: ignore[dict-item]
+    steps = breakdown({**REPORT, "node_seconds": nodes}, {"wall_s": 6.0}, total_s=40.0)
+    assert steps["profile_s"] == 2.75 and steps["wait_s"] == 8.0
+    assert sum(steps.values()) == pytest.approx(40.0)
+
+
+def test_the_first_call_in_the_quiet_window_counts_as_timing() -> None:
+    attempt = {"phases": {"waiting for the timing window": 1.0, FIRST_CALL_PHASE: 4.0}}
+    steps = breakdown({"attempts": [attempt]}, None, total_s=10.0)
+    assert steps["timing_s"] == 4.0 and steps["wait_s"] == 1.0
+
+
+def test_a_worker_runs_waiting_is_its_waiting_phases() -> None:
+    response: EvalResponse = {
+        "status": "passed",
+        "phases": {"waiting for the device lock": 2.0, "waiting for the timing window": 0.5, "timing x": 3.0},
+    }
+    assert waited_seconds(response) == 2.5 and waited_seconds({"status": "passed"}) == 0.0
 
 
 def test_missing_parts_count_as_other() -> None:

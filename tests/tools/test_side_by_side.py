@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -133,6 +134,53 @@ def test_a_moved_window_and_a_shared_baseline_cache_work_inside_the_sandbox(
         source, "affine", modes=("eager",), device="cpu", perf_trials=4, cache_dir=tmp_path / "other-cache"
     )
     assert again["baselines"]["eager"]["cached"] is True
+
+
+def test_a_programs_first_call_runs_in_the_quiet_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call where a program times its own choices (cuDNN's algorithm search) runs quietly; the
+    candidate answers wrong on every later call if its first found the window open. Strict mode only:
+    KernelBench mode calls a program exactly as KernelBench does."""
+    monkeypatch.setenv(timing_window.WINDOW_ENV, str(tmp_path / "window"))
+    request = affine_request(
+        worker_candidate("quiet_first_call.py"), tmp_path / "cache", perf_trials=4, mode="strict"
+    )
+    response = evaluate(request, timeout_s=300)
+    assert response["status"] == "passed", response["message"]
+
+
+@pytest.mark.slow
+def test_an_autotuning_mode_compiles_holding_the_device_and_older_entries_are_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """max-autotune times kernels while it compiles: a baseline compiles it under the device's lock, and
+    a cached entry from before (no `compiled_alone`) does not answer."""
+    monkeypatch.delenv("STITCHCUDA_BASELINE_CACHE", raising=False)
+    source = (REPO / "tests" / "candidates" / "worker" / "affine_problem.py").read_text()
+    eager = baselines.measure_baselines(
+        source, "affine", modes=("eager",), device="cpu", perf_trials=4, cache_dir=tmp_path
+    )
+    assert eager["status"] == "passed", eager["message"]
+    path = tmp_path / "baselines.json"
+    cached = json.loads(path.read_text())
+    (key,) = cached
+    mode = "max-autotune-no-cudagraphs"
+    cached[key.replace("|eager|", f"|{mode}|")] = {**cached[key], "mode": mode}  # as older runs stored it
+    path.write_text(json.dumps(cached))
+    answer = baselines.measure_baselines(
+        source,
+        "affine",
+        modes=("eager", mode),
+        device="cpu",
+        perf_trials=4,
+        cache_dir=tmp_path,
+        timeout_s=600,
+    )
+    assert answer["status"] == "passed", answer["message"]
+    assert answer["baselines"]["eager"]["cached"] is True
+    tuned = answer["baselines"][mode]
+    assert tuned["cached"] is False and tuned["compiled_alone"] is True and tuned["compile_s"] > 0
 
 
 @pytest.mark.slow

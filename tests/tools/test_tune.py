@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.worker_requests import affine_request
+from support.worker_requests import affine_request, worker_candidate
 
 from codegen.emit.assemble import LAUNCH_HELPERS, _runtime_source
 from tools.evaluate import evaluate
+from tools.worker import timing_window
 from tools.worker.tune import same_output, tunable
 
 CANDIDATE = """
@@ -77,6 +78,36 @@ def test_a_search_cut_short_says_so_and_resumes_where_it_stopped(tmp_path: Path)
     rest = evaluate(resumed, timeout_s=300)["tune"]  # type: ignore[typeddict-item]
     assert rest["complete"] and rest["searched"] == [["g1", "unroll"]]
     assert {t["knob"] for t in rest["trials"]} == {"unroll"} and rest["launch"] == {}
+
+
+# quiet_first_call.py made tunable, its every call refused outside the quiet timing window
+IN_WINDOW_ONLY = """
+STITCH_LAUNCH: dict[str, dict[str, int]] = {"g1": {"threads": 128}}
+
+@HELPERS@
+
+_plain_forward = ModelNew.forward
+
+
+def _forward_in_window(self, x):
+    if not _window_held():
+        raise RuntimeError("called outside the quiet timing window")
+    return _plain_forward(self, x)
+
+
+ModelNew.forward = _forward_in_window
+"""
+
+
+def test_the_search_times_in_the_quiet_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(timing_window.WINDOW_ENV, str(tmp_path / "window"))
+    source = worker_candidate("quiet_first_call.py") + IN_WINDOW_ONLY.replace(
+        "@HELPERS@", _runtime_source(LAUNCH_HELPERS)
+    )
+    response = evaluate(affine_request(source, tmp_path, action="tune", tune_budget_s=5), timeout_s=300)
+    assert response["status"] == "passed", response["message"]
+    answer = response["tune"]  # type: ignore[typeddict-item]
+    assert answer["trials"] and answer["window_wait_s"] >= 0
 
 
 def test_a_program_without_knobs_is_answered_not_failed(tmp_path: Path) -> None:

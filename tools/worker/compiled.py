@@ -21,6 +21,9 @@ from tools.worker import timing_window
 from tools.worker.inputs import clone_inputs
 
 COMPILE_MODES: tuple[str, ...] = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
+# Modes whose compilation times candidate kernels on the GPU (its autotuning): a baseline process
+# compiles them holding the device's lock, so no other process's GPU work skews what they pick.
+AUTOTUNING_MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
 COMPILE_WARMUP = 3  # untimed calls that absorb compilation, autotuning and CUDA-graph recording
 
 

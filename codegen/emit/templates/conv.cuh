@@ -682,6 +682,8 @@ static void stitch_conv_disk_store(const std::string& key, const StitchConvChoic
 
 // GPU name, compute capability and cuDNN version, then the plan key (the device index left out).
 // `gemm`: the pointwise GEMM was a candidate (programs without the gemm library never searched it).
+// v5: searched in the verifier's quiet window (tools/worker/verify.py); v4 choices may have been timed
+// beside another process's GPU work and are searched again.
 static std::string stitch_conv_key_text(const int64_t* key, int device, bool gemm) {
   static std::string names[64];
   if (device < 0 || device >= 64) return std::string();
@@ -694,7 +696,7 @@ static std::string stitch_conv_key_text(const int64_t* key, int device, bool gem
     std::string name = prop.name;
     for (char& ch : name) ch = (ch == ' ' || ch == '\t') ? '_' : ch;
     char head[256];
-    snprintf(head, sizeof(head), "v4|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
+    snprintf(head, sizeof(head), "v5|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
     names[device] = head;
   }
   // With the graph-API engines switched on the candidates differ: their choices never answer a search
