@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tools.protocol import FIRST_CALL_PHASE, WAIT_PHASE
+from tools.protocol import FIRST_CALL_PHASE, WAIT_PHASE, phase_seconds
 
 STEPS: tuple[str, ...] = (
     "trace_s",
@@ -38,12 +38,7 @@ _PHASE_PREFIXES: dict[str, tuple[str, ...]] = {
 
 
 def _phase_seconds(attempts: Sequence[dict[str, Any]], prefixes: tuple[str, ...]) -> float:
-    total = 0.0
-    for attempt in attempts:
-        for phase, seconds in (attempt.get("phases") or {}).items():
-            if phase.startswith(prefixes):
-                total += float(seconds or 0.0)
-    return total
+    return sum(phase_seconds(attempt.get("phases"), prefixes) for attempt in attempts)
 
 
 def breakdown(

@@ -44,7 +44,9 @@ PROBLEM = textwrap.dedent(
     """
 )
 
-# A generated single-group program's forward (codegen/emit), its extension call replaced by a torch op.
+# A generated single-group program's forward (codegen/emit), its extension call replaced by a torch op;
+# its stream getter is codegen/emit/runtime.py's `_stitch_stream` but for a CPU tensor's answer (the
+# generated one asks torch.cuda for the current stream, which a CPU-only machine has not got).
 CANDIDATE = textwrap.dedent(
     """
     import torch

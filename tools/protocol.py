@@ -176,10 +176,14 @@ WAIT_PHASE = "waiting for"  # the phases (EvalResponse.phases) that are waiting:
 FIRST_CALL_PHASE = "first call, the program's own searches"  # strict verify: a timing (its searches)
 
 
+def phase_seconds(phases: dict[str, float] | None, prefixes: tuple[str, ...]) -> float:
+    """Seconds of a worker run's phases (EvalResponse.phases) whose names start with one of `prefixes`."""
+    return sum(float(s or 0.0) for phase, s in (phases or {}).items() if str(phase).startswith(prefixes))
+
+
 def waited_seconds(response: EvalResponse) -> float:
     """Seconds a worker run spent waiting (for the device lock, the quiet window), not working."""
-    phases = response.get("phases") or {}
-    return sum(float(s or 0.0) for phase, s in phases.items() if str(phase).startswith(WAIT_PHASE))
+    return phase_seconds(response.get("phases"), (WAIT_PHASE,))
 
 
 def finding(id_: str, severity: str, evidence: str) -> Finding:

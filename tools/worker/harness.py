@@ -80,6 +80,11 @@ class Settings:
             )
         self.correctness_only = bool(request.get("correctness_only", False))  # a cross-check needs no timing
 
+    def seeded_inputs(self, problem: types.ModuleType, device: torch.device) -> list[Any]:
+        """The problem's inputs drawn under the run's seed (the timings' set 0), for one-off calls."""
+        set_seed(self.seed)
+        return draw_inputs(problem.get_inputs, device, self.inputs_on_device, self.dtype)
+
 
 class Harness:
     """What strict mode runs around the candidate: guards, the watcher, memory poison, the L2 reset."""

@@ -14,7 +14,6 @@ import torch
 from tools.protocol import EvalRequest, EvalResponse
 from tools.worker import dynamic_checks, torch_profile
 from tools.worker.harness import Settings, run_or_fail
-from tools.worker.inputs import draw_inputs, set_seed
 from tools.worker.reporting import Progress
 
 
@@ -29,8 +28,7 @@ def profile(
     """Profile the candidate's forward (and, when asked, the reference's and the operator coverage)."""
     settings = Settings(request)
     reference, candidate = models
-    set_seed(settings.seed)
-    inputs = draw_inputs(problem.get_inputs, device, settings.inputs_on_device, settings.dtype)
+    inputs = settings.seeded_inputs(problem, device)
     own = set(response.get("build", {}).get("kernels", []))
     progress("profiling ModelNew")
     info = run_or_fail(

@@ -27,7 +27,6 @@ import torch
 from tools.protocol import EvalRequest, EvalResponse
 from tools.worker import timing_window
 from tools.worker.harness import Settings
-from tools.worker.inputs import draw_inputs, set_seed
 from tools.worker.reporting import Progress
 from tools.worker.rounds import Contestant, time_in_rounds
 
@@ -203,8 +202,7 @@ def tune(
         response["message"] = f"nothing to tune: {why_not}"
         return
     settings = Settings(request)
-    set_seed(settings.seed)
-    inputs = draw_inputs(problem.get_inputs, device, settings.inputs_on_device, settings.dtype)
+    inputs = settings.seeded_inputs(problem, device)
     skip = {(str(g), str(k)) for g, k in request.get("tune_skip", [])}
     progress("waiting for the timing window")
     # every trial is a timing: in the machine-wide quiet window, as the verifier's (timing_window)

@@ -30,7 +30,7 @@ from tools.worker.harness import (
     run_or_fail,
     timing_sets,
 )
-from tools.worker.inputs import draw_inputs, prepare_inputs, set_seed
+from tools.worker.inputs import prepare_inputs, set_seed
 from tools.worker.kernelbench_state import reference_tf32_spread
 from tools.worker.reporting import Outcome, Progress, exception_summary
 from tools.worker.rounds import Contestant, ContestantFailed, time_in_rounds
@@ -169,8 +169,7 @@ def _first_call_quietly(
     shared window) such a search picks at random and the choice outlives the noise. What the call
     raises or returns is left to the correctness trials, which call it again.
     """
-    set_seed(settings.seed)
-    inputs = draw_inputs(problem.get_inputs, device, settings.inputs_on_device, settings.dtype)
+    inputs = settings.seeded_inputs(problem, device)
     progress("waiting for the timing window")
     with timing_window.quiet(request.get("cache_dir")), torch.no_grad():
         progress(FIRST_CALL_PHASE)
