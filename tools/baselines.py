@@ -64,6 +64,7 @@ from tools.sandbox import Sandbox, SandboxSettings
 from tools.worker import gpu_lock, timing_window
 from tools.worker.compare import PRECISIONS
 from tools.worker.compiled import AUTOTUNING_MODES, COMPILE_MODES, compile_mode
+from tools.worker.guards import pin_precision  # the worker's settings: both sides timed alike
 from tools.worker.inputs import clone_inputs, draw_inputs, set_seed
 from tools.worker.loading import ProblemError, exec_problem_source
 from tools.worker.rounds import Contestant, time_in_rounds
@@ -89,13 +90,6 @@ class BaselineError(Exception):
 # ----------------------------------------------------------------------------------------------
 # Measuring (in the child process)
 # ----------------------------------------------------------------------------------------------
-
-
-def pin_precision() -> None:
-    """The worker's settings for the candidate, so both sides are timed under the same precision."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
 
 
 def device_name(device: torch.device) -> str:

@@ -179,6 +179,14 @@ def classify_conv(classifier: Classifier, spec: OpSpec) -> None:
         return
     spec.family = CONV
     spec.args = {"input": x, "weight": weight, "bias": bias, "params": params}
+    spec.args["depthwise"] = eager_fp32_depthwise(params, tuple(int(s) for s in w_value.shape))
+
+
+def eager_fp32_depthwise(params: ConvParams, weight_shape: tuple[int, ...]) -> bool:
+    """Whether PyTorch runs this convolution with its own fp32 depthwise kernel, never cuDNN's TF32: a
+    forward 1-D/2-D convolution with one input channel per group (groups > 1). Our depthwise kernel
+    (templates/conv_dw.cuh) sums in that kernel's order, so it reproduces eager with TF32 on or off."""
+    return not params.transposed and params.nd <= 2 and params.groups > 1 and weight_shape[1] == 1
 
 
 def conv_flops(classifier: Classifier, spec: OpSpec) -> int:

@@ -8,6 +8,11 @@ such a convolution can round the other way, and through a deep CNN that grows pa
 convolution runs as the reference's own PyTorch call (the same cuDNN algorithm, bit for bit), and
 only what follows the last convolution stays ours. With TF32 off (the strict harness) rounding
 differences stay at the fp32 level and the fast path applies.
+
+Depthwise 1-D/2-D convolutions are no TF32 ops: PyTorch runs them with its own fp32 kernel whatever
+the flag, and ours (the conv library's depthwise kernel, the only one it runs for them with TF32
+allowed) sums in that kernel's order. So they stay ours where nothing after them is a TF32 op; one
+that feeds a later convolution is still matched, as any feeding group is.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 from torch import fx
 
 from codegen.frontend.conv_ops import CONV_OPS
+from codegen.frontend.ops import OpSpec
 from codegen.frontend.rnn_ops import RNN_OPS
 from codegen.schedule.fusion import REFERENCE, Step
 
@@ -23,26 +29,20 @@ from codegen.schedule.fusion import REFERENCE, Step
 TF32_OPS = CONV_OPS | RNN_OPS
 
 
-def _step_nodes(step: Step) -> list[fx.Node]:
+def _step_specs(step: Step) -> list[OpSpec]:
     if step.group is not None:
-        return [spec.node for spec in step.group.specs] + list(step.group.absorbed)
-    return [step.spec.node] if step.spec is not None else []
+        return list(step.group.specs)
+    return [step.spec] if step.spec is not None else []
 
 
-def _step_ops(step: Step) -> list[str]:
-    if step.group is not None:
-        return [spec.op for spec in step.group.specs]
-    return [step.spec.op] if step.spec is not None else []
+def rounds_to_tf32(spec: OpSpec) -> bool:
+    """Whether the reference's call of this op rounds to TF32 when cuDNN may (not a depthwise conv)."""
+    return spec.op in TF32_OPS and not (spec.args or {}).get("depthwise", False)
 
 
 def tf32_feeding_nodes(steps: list[Step]) -> set[fx.Node]:
     """The TF32 ops and every node whose value reaches one of them."""
-    roots = [
-        node
-        for step in steps
-        for node, op in zip(_step_nodes(step), _step_ops(step), strict=False)
-        if op in TF32_OPS
-    ]
+    roots = [spec.node for step in steps for spec in _step_specs(step) if rounds_to_tf32(spec)]
     seen: set[fx.Node] = set()
     stack = list(roots)
     while stack:

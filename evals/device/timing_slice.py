@@ -5,6 +5,8 @@
     python3 -m evals.device.timing_slice restore --state DIR --name NAME --work DIR --caches ...
     python3 -m evals.device.timing_slice save --state DIR --into DIR --name NAME --work DIR --caches ... --budget-mb N
     python3 -m evals.device.timing_slice seed --state DIR --name NAME --records RESULTS [--rerun RE]
+    python3 -m evals.device.timing_slice snapshot --state DIR --name NAME --into SNAPSHOT
+    python3 -m evals.device.timing_slice resume --state DIR --name NAME --from SNAPSHOT
 
 Why: a full-suite eval takes longer than one device call (600 s) and than one session's device time,
 and every call may land on a fresh machine. So the eval runs in slices, and what a slice must hand
@@ -26,6 +28,10 @@ the next one travels as one carried folder (the state; it comes back from the de
 - `seed` (CPU side): start a state from an eval's committed records, when the state folder itself
   was lost with its checkout: the eval then runs only the problems not recorded. `--rerun` names the
   problems (a regular expression on `level/name`) to run again, e.g. those whose kernels changed.
+- `snapshot` (CPU side, after a slice): copy the eval's small files (records, slice log, command, GPU
+  model) and the baseline cache into a folder that is committed, so the eval survives the checkout;
+  `resume` (timing_suite.sh, at every slice's start): a state without the eval takes them back from
+  there. Delete the snapshot's files of an eval to start it afresh.
 
 Standard library only (the eval's own modules only for `count`).
 """
@@ -424,6 +430,45 @@ def seed(state: Path, name: str, records: Path, rerun: str | None) -> str:
     return f"seeded {target}: {len(kept)} records kept; to run again: {', '.join(again) or 'none'}"
 
 
+SNAPSHOT_FILES = (
+    "{name}.results.jsonl",
+    "{name}.slices.jsonl",
+    "{name}.command",
+    "{name}.gpu",
+    "baselines.json",
+)
+
+
+def snapshot(state: Path, name: str, into: Path) -> str:
+    """Copy eval `name`'s small files and the baseline cache from the state into `into` (to commit)."""
+    if not (state / f"{name}.results.jsonl").is_file():
+        raise SystemExit(f"{state} holds no records of eval {name!r}")
+    into.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for pattern in SNAPSHOT_FILES:
+        source = state / pattern.format(name=name)
+        if source.is_file():
+            shutil.copyfile(source, into / source.name)
+            copied.append(source.name)
+    return f"snapshot of {name} in {into}: {', '.join(copied)}"
+
+
+def resume(state: Path, name: str, source: Path) -> str:
+    """Give a state that lacks eval `name` the snapshot's files of it; a state that has it is left alone."""
+    if (state / f"{name}.results.jsonl").exists():
+        return f"{state} already holds eval {name}"
+    if not (source / f"{name}.results.jsonl").is_file():
+        return f"no snapshot of eval {name} in {source}: it starts afresh"
+    state.mkdir(parents=True, exist_ok=True)
+    taken = []
+    for pattern in SNAPSHOT_FILES:
+        file = source / pattern.format(name=name)
+        if file.is_file() and not (state / file.name).exists():
+            shutil.copyfile(file, state / file.name)
+            taken.append(file.name)
+    return f"resumed eval {name} from {source}: {', '.join(taken)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m evals.device.timing_slice", description=__doc__.split("\n")[0]
@@ -455,7 +500,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", required=True)
     p.add_argument("--records", type=Path, required=True, help="an eval's results.jsonl")
     p.add_argument("--rerun", default=None, help="regular expression on level/name: run these again")
+    for verb, flag in (("snapshot", "--into"), ("resume", "--from")):
+        p = sub.add_parser(verb)
+        p.add_argument("--state", type=Path, required=True)
+        p.add_argument("--name", required=True)
+        p.add_argument(flag, dest="folder", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.verb == "snapshot":
+        print(snapshot(args.state, args.name, args.folder))
+        return 0
+    if args.verb == "resume":
+        print(resume(args.state, args.name, args.folder))
+        return 0
     if args.verb == "run":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         return run_slice(command, args.seconds, args.grace)

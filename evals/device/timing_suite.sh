@@ -15,6 +15,12 @@
 # long the call took. The state comes back as one file; after each call, on the CPU machine:
 #
 #   rm -rf .device/timing && mkdir -p .device/timing && tar xzf FILES_AT/state.tgz -C .device/timing
+#   python3 -m evals.device.timing_slice snapshot --state .device/timing --name NAME \
+#       --into docs/benchmarks-data/suite-progress          (then commit that folder)
+#
+# The snapshot (records, slice log, command, GPU model, baseline cache: small) is what survives a new
+# checkout: a slice whose state lacks the eval resumes from it (SNAPSHOT names another folder). The
+# caches and run folders do not survive: a new checkout's first slice rebuilds what it needs.
 #
 # The state lives in .device/timing/ of the checkout (ignored by git): it survives between calls and
 # sessions as long as the checkout does; to go on from another checkout, copy that one folder there.
@@ -67,6 +73,8 @@ stand_in=()
 [ -n "${RUN_COMMAND:-}" ] && stand_in=(--run-command "$RUN_COMMAND")
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+# A state lost with its checkout goes on from the committed snapshot (timing_slice snapshot, after a slice).
+"${helper[@]}" resume --state "$state" --name "$name" --from "${SNAPSHOT:-docs/benchmarks-data/suite-progress}"
 "${helper[@]}" restore --state "$state" --name "$name" --work "$work" --caches "${caches[@]}" --gpu "${GPU_NAME:-$gpu}" || exit 1
 slice=$("${helper[@]}" next-slice --work "$work")
 cmd=(python3 -m graph.cli eval evals/suite --out "$work" --jobs "$jobs" "${filter[@]}"

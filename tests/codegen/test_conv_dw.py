@@ -1,10 +1,11 @@
 """Our depthwise convolution kernel (templates/conv_dw.cuh) run on the CPU, phase by phase.
 
-The block decomposition, the staging of the zero-padded tile (several loads in flight per thread)
-and each thread's outputs compile as plain C++ (STITCH_HOST_EMULATION). A block runs here as the GPU
-runs it across its __syncthreads: every thread stages its share, then every thread computes its
-outputs. The result must equal PyTorch's convolution to float rounding; the tiling (32 x 32 outputs
-on 32 x 8 threads for 2-D, 256 outputs of a row for 1-D) is the launcher's (templates/conv.cuh).
+The plan (the launcher's own tiling function), the block decomposition, the staging of the
+zero-padded rows (16-byte chunks, several in flight per thread) and each thread's outputs through the
+same compile-time window dispatch as the launcher compile as plain C++ (STITCH_HOST_EMULATION). A
+block runs here as the GPU runs it across its __syncthreads: every thread of every plane slot stages
+its share, then every thread computes its outputs. The result must equal PyTorch's convolution to
+float rounding, with every output written and no unstaged tap read (NaN would show).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ EMULATION = r"""
 #include <vector>
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __restrict__
 #define __ldg(p) (*(p))
@@ -43,24 +45,37 @@ int main(int argc, char** argv) {
   for (float& f : x) scanf("%f", &f);
   for (float& f : w) scanf("%f", &f);
   for (float& f : bias) scanf("%f", &f);
-  const int tile_w = flat ? 256 : 32, tile_h = flat ? 1 : 32;
-  const int nx = tile_w, ny = (tile_h + STITCH_DW_ROWS - 1) / STITCH_DW_ROWS;
-  const int tile_h_in = (tile_h - 1) * SH + (KH - 1) * DH + 1, tile_w_in = (tile_w - 1) * SW + (KW - 1) * DW + 1;
-  const int tiles_w = (OW + tile_w - 1) / tile_w, tiles_h = (OH + tile_h - 1) / tile_h;
-  std::vector<float> tile((size_t)tile_h_in * tile_w_in), weights((size_t)KH * KW);
-  for (int64_t block = 0; block < (int64_t)tiles_w * tiles_h * N * K; ++block) {
-    const StitchDwBlock b = stitch_dw_block(block, C, K, tiles_w, tiles_h, tile_h, tile_w, SH, SW, PH, PW);
-    for (int i = 0; i < KH * KW; ++i) weights[i] = w[(size_t)b.oc * KH * KW + i];
-    std::fill(tile.begin(), tile.end(), NAN);  // anything not staged shows up as NaN
-    for (int tid = 0; tid < nx * ny; ++tid)
-      stitch_dw_stage(x.data() + (b.image * C + b.ic) * (int64_t)H * W, tile.data(), H, W, b.ih0, b.iw0, tile_h_in,
-                      tile_w_in, tid, nx * ny);
-    for (int ty = 0; ty < ny; ++ty)
-      for (int tx = 0; tx < nx; ++tx)
-        stitch_dw_outputs(tile.data(), weights.data(), bias.data(), nullptr, y.data(), b.oc,
-                          b.plane * (int64_t)OH * OW, b.oh0, b.ow0, OH, OW, KH, KW, SH, SW, DH, DW, act, tile_h,
-                          tile_w_in, tx, ty, ny);
+  const StitchDwPlan p = stitch_dw_plan(flat ? 1 : H, W, flat ? 1 : OH, OW, KH, KW, SH, SW, PH, PW, DH, DW,
+                                        (int64_t)N * K);
+  if (p.smem == 0) return 3;
+  StitchDwPlan q = p;
+  q.vec_in = W % 4 == 0;  // the emulation's vectors are plain arrays: any alignment holds
+  q.vec_out = OW % 4 == 0;
+  const int64_t planes = (int64_t)N * K, groups = (planes + p.pz - 1) / p.pz;
+  std::vector<float> shared((size_t)p.pz * p.region);
+  for (int64_t block = 0; block < (int64_t)p.tiles_w * p.tiles_h * groups; ++block) {
+    std::fill(shared.begin(), shared.end(), NAN);  // anything not staged shows up as NaN
+    for (int z = 0; z < p.pz; ++z) {
+      const StitchDwBlock b = stitch_dw_block(block, z, q, C, K);
+      if (b.plane >= planes) continue;
+      float* tile = shared.data() + (size_t)z * p.region;
+      for (int i = 0; i < KH * KW; ++i) tile[p.rows_in * p.ld + i] = w[(size_t)b.oc * KH * KW + i];
+      for (int tid = 0; tid < p.tx * p.ty; ++tid)
+        stitch_dw_stage(x.data() + (b.image * C + b.ic) * (int64_t)H * W, tile, q, b.ih0, b.a0, tid, p.tx * p.ty);
+    }
+    for (int z = 0; z < p.pz; ++z) {  // after every slot staged: the block's __syncthreads
+      const StitchDwBlock b = stitch_dw_block(block, z, q, C, K);
+      if (b.plane >= planes) continue;
+      const float* tile = shared.data() + (size_t)z * p.region;
+      for (int ty = 0; ty < p.ty; ++ty)
+        for (int tx = 0; tx < p.tx; ++tx)
+          stitch_dw_dispatch(p.variant, [&](auto kh, auto kw, auto sh, auto sw) {
+            stitch_dw_outputs<decltype(kh)::value, decltype(kw)::value, decltype(sh)::value, decltype(sw)::value>(
+                tile, bias[b.oc], nullptr, y.data(), b.plane * (int64_t)OH * OW, b.oh0, b.ow0, q, act, tx, ty);
+          });
+    }
   }
+  fprintf(stderr, "variant %d tile %dx%d threads %dx%dx%d\n", p.variant, p.tile_w, p.tile_h, p.tx, p.ty, p.pz);
   for (float f : y) printf("%.9g\n", f);
   return 0;
 }
@@ -75,7 +90,7 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("n", "c", "k", "hw", "kernel", "stride", "pad", "dil", "act"),
     [
-        (2, 3, 3, (37, 41), (3, 3), (1, 1), (1, 1), (1, 1), 0),  # tiles cut at both edges
+        (2, 3, 3, (37, 41), (3, 3), (1, 1), (1, 1), (1, 1), 0),  # 3x3 window, rows cut at the tile's edge
         (
             1,
             2,
@@ -86,9 +101,15 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (4, 4),
             (2, 2),
             1,
-        ),  # two outputs per channel, strided, dilated, ReLU
-        (1, 2, 2, (70, 33), (3, 5), (1, 2), (1, 2), (1, 1), 0),  # asymmetric: the tile spans 35 rows
-        (3, 2, 2, (1, 600), (1, 7), (1, 1), (0, 3), (1, 1), 0),  # 1-D (a unit height): 256 outputs a block
+        ),  # two outputs a channel, dilated: general loop
+        (1, 2, 2, (70, 33), (3, 5), (1, 2), (1, 2), (1, 1), 0),  # asymmetric: general loop
+        (3, 2, 2, (1, 600), (1, 7), (1, 1), (0, 3), (1, 1), 0),  # 1-D (a unit height), 16-byte rows
+        (2, 4, 4, (32, 40), (3, 3), (2, 2), (1, 1), (1, 1), 1),  # 3x3 stride 2, 16-byte loads and stores
+        (2, 3, 3, (20, 24), (5, 5), (1, 1), (2, 2), (1, 1), 0),  # 5x5: several planes a block
+        (1, 2, 2, (300, 264), (7, 7), (1, 1), (3, 3), (1, 1), 0),  # 7x7, a row wider than one block
+        (4, 8, 8, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 0),  # 7x7 planes: many planes a block
+        (1, 2, 2, (29, 29), (7, 7), (2, 2), (3, 3), (1, 1), 1),  # 7x7 stride 2
+        (2, 2, 2, (19, 21), (3, 3), (1, 1), (0, 0), (1, 1), 0),  # unpadded 3x3: the general loop
     ],
 )
 def test_the_depthwise_kernel_matches_pytorch(
@@ -118,4 +139,7 @@ def test_the_depthwise_kernel_matches_pytorch(
         expected = expected.clamp_min(0)
     got = torch.tensor([float(v) for v in proc.stdout.split()], dtype=torch.float64).view(expected.shape)
     assert not got.isnan().any(), "an output was never written or read an unstaged tap"
+    square = kernel[0] == kernel[1] in (3, 5, 7) and stride[0] == stride[1] in (1, 2)
+    compiled = square and dil == (1, 1) and pad[1] == (kernel[1] - 1) // 2
+    assert ("variant 0 " not in proc.stderr) == compiled, proc.stderr  # the compile-time windows are used
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)

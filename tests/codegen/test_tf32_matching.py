@@ -10,6 +10,7 @@ calls; tests/gpu/test_kernelbench_gpu.py checks the numbers.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from test_codegen_program import task_for
 
@@ -17,6 +18,9 @@ from codegen.emit.assemble import Options, assemble
 from codegen.schedule.fusion import REFERENCE
 from codegen.schedule.plan import analyse
 from codegen.schedule.precision import tf32_feeding_nodes, tf32_matched_levels
+from graph.artifacts import Task
+
+SUITE = Path(__file__).parents[2] / "evals" / "suite"
 
 
 def method_source(program: str, name: str) -> str:
@@ -51,3 +55,26 @@ def test_groups_feeding_a_convolution_are_demoted_and_the_rest_kept() -> None:
         assert f"# {gid}: PyTorch" in tf32 and f"# {gid}: PyTorch" not in fast
     for gid in kept:
         assert f"  # {gid}\n" in tf32 + "\n"
+
+
+def _suite_task(relative: str) -> Task:
+    path = SUITE / relative
+    return Task(name=path.stem, path=str(path), source=path.read_text())
+
+
+def test_a_depthwise_convolution_is_no_tf32_op_but_one_feeding_a_convolution_is_matched() -> None:
+    # PyTorch runs a 2-D depthwise convolution with its own fp32 kernel whatever the TF32 flag, and ours
+    # sums in its order: alone (nothing after it rounds to TF32) it stays ours with TF32 allowed ...
+    alone = analyse(_suite_task("level1/16_Conv2d_Depthwise.py"))
+    assert tf32_matched_levels(alone.steps, {}) is None
+    assert "_stitch_forward_tf32" not in assemble(alone, Options()).source
+    # ... while before a pointwise convolution (which does round to TF32) it feeds one and is matched.
+    separable = analyse(_suite_task("level2/16_Conv2d_DepthwiseSeparable_ReLU6.py"))
+    levels = tf32_matched_levels(separable.steps, {})
+    assert levels is not None
+    depthwise = next(
+        s.group
+        for s in separable.steps
+        if s.group is not None and any(sp.args.get("depthwise") for sp in s.group.specs)
+    )
+    assert levels[depthwise.id] >= 2

@@ -77,6 +77,7 @@ def _slice(tmp_path: Path, state: Path, out: Path, scratch: Path) -> subprocess.
         "OUT": str(out),
         "SKIP_INSTALL": "1",
         "STATE": str(state),
+        "SNAPSHOT": str(tmp_path / "snapshot"),  # none: never the repository's committed one
         "WORK_ROOT": str(tmp_path / "machine" / "work"),
         "STITCHCUDA_CACHE": str(tmp_path / "machine" / "cache"),
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "machine" / "inductor"),
@@ -273,3 +274,23 @@ def test_an_eval_is_tied_to_one_gpu_model_and_sets_aside_records_of_another(tmp_
     assert timing_slice.restore(state, "a", work, {}, gpu="NVIDIA H200").startswith(
         "work folder already holds"
     )
+
+
+def test_a_committed_snapshot_carries_an_eval_into_a_new_checkout(tmp_path: Path) -> None:
+    state, snap, fresh = tmp_path / "state", tmp_path / "snapshot", tmp_path / "fresh-checkout-state"
+    state.mkdir()
+    (state / "a.results.jsonl").write_text('{"problem": "level1/1_ReLU"}\n')
+    (state / "a.gpu").write_text("NVIDIA H200\n")
+    (state / "baselines.json").write_text("{}")
+    (state / "b.results.jsonl").write_text("another eval's records\n")
+    (state / "a.runs.tgz").write_bytes(b"big")  # run folders and caches stay out of the snapshot
+    assert "a.results.jsonl, a.gpu, baselines.json" in timing_slice.snapshot(state, "a", snap)
+    assert sorted(p.name for p in snap.iterdir()) == ["a.gpu", "a.results.jsonl", "baselines.json"]
+    assert timing_slice.resume(fresh, "a", snap).startswith("resumed eval a")
+    assert (fresh / "a.results.jsonl").read_text() == '{"problem": "level1/1_ReLU"}\n'
+    (fresh / "a.results.jsonl").write_text("newer records\n")
+    assert "already holds" in timing_slice.resume(fresh, "a", snap)  # a live state is never overwritten
+    assert (fresh / "a.results.jsonl").read_text() == "newer records\n"
+    assert "starts afresh" in timing_slice.resume(tmp_path / "other", "b", snap)
+    with pytest.raises(SystemExit):
+        timing_slice.snapshot(state, "c", snap)  # nothing of that eval: say so, write nothing

@@ -250,55 +250,37 @@ __global__ void stitch_conv_sqdiff_kernel(const float* a, const float* ref, int6
   }
 }
 
-// Our depthwise kernel's tiling: 2-D problems take 32 x 32 outputs per block (32 x 8 threads), 1-D ones 256
-// outputs of one row (256 x 1 threads).
-struct StitchDwGeometry {
-  int H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
-  int tile_w, tile_h, tile_h_in, tile_w_in;
-  size_t smem;  // 0: the kernel does not apply
-};
-
-static StitchDwGeometry stitch_dw_geometry(const StitchConvArgs& a) {
-  StitchDwGeometry g = {};
-  if (a.transposed || a.nd > 2 || a.groups != a.c || a.k % a.c != 0) return g;
+// Our depthwise kernel's plan (templates/conv_dw.cuh) for a forward depthwise 1-D/2-D problem of n images;
+// smem 0 where it does not apply (transposed, 3-D, not depthwise, or a window too large to stage).
+static StitchDwPlan stitch_dw_args_plan(const StitchConvArgs& a, int64_t n) {
+  if (a.transposed || a.nd > 2 || a.groups != a.c || a.k % a.c != 0) return StitchDwPlan{};
   const bool flat = a.nd == 1;  // 1-D runs with a unit height
   const int last = a.nd - 1;
-  g.H = flat ? 1 : (int)a.in[0];
-  g.W = (int)a.in[last];
-  g.OH = flat ? 1 : (int)a.out[0];
-  g.OW = (int)a.out[last];
-  g.KH = flat ? 1 : (int)a.ker[0];
-  g.KW = (int)a.ker[last];
-  g.SH = flat ? 1 : (int)a.stride[0];
-  g.SW = (int)a.stride[last];
-  g.PH = flat ? 0 : (int)a.pad[0];
-  g.PW = (int)a.pad[last];
-  g.DH = flat ? 1 : (int)a.dil[0];
-  g.DW = (int)a.dil[last];
-  g.tile_w = flat ? 256 : 32;
-  g.tile_h = flat ? 1 : 32;
-  const int64_t rows = (int64_t)(g.tile_h - 1) * g.SH + (int64_t)(g.KH - 1) * g.DH + 1;
-  const int64_t cols = (int64_t)(g.tile_w - 1) * g.SW + (int64_t)(g.KW - 1) * g.DW + 1;
-  const int64_t bytes = (rows * cols + (int64_t)g.KH * g.KW) * (int64_t)sizeof(float);
-  if (bytes > 48 * 1024) return g;
-  g.tile_h_in = (int)rows;
-  g.tile_w_in = (int)cols;
-  g.smem = (size_t)bytes;
-  return g;
+  return stitch_dw_plan(flat ? 1 : (int)a.in[0], (int)a.in[last], flat ? 1 : (int)a.out[0], (int)a.out[last],
+                        flat ? 1 : (int)a.ker[0], (int)a.ker[last], flat ? 1 : (int)a.stride[0], (int)a.stride[last],
+                        flat ? 0 : (int)a.pad[0], (int)a.pad[last], flat ? 1 : (int)a.dil[0], (int)a.dil[last],
+                        n * a.k);
 }
 
-static size_t stitch_dw_smem(const StitchConvArgs& a) { return stitch_dw_geometry(a).smem; }
+static size_t stitch_dw_smem(const StitchConvArgs& a) { return stitch_dw_args_plan(a, a.n).smem; }
 
 static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n, cudaStream_t stream) {
-  const StitchDwGeometry g = stitch_dw_geometry(a);
-  const int tiles_w = (g.OW + g.tile_w - 1) / g.tile_w, tiles_h = (g.OH + g.tile_h - 1) / g.tile_h;
-  const int64_t blocks = (int64_t)tiles_w * tiles_h * n * a.k;
-  if (g.smem == 0 || blocks > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
-  const dim3 threads(g.tile_w, (g.tile_h + STITCH_DW_ROWS - 1) / STITCH_DW_ROWS);
-  stitch_conv_depthwise_kernel<<<(unsigned)blocks, threads, g.smem, stream>>>(
-      t.x, t.w, t.bias, t.z, y, (int)a.c, (int)a.k, g.H, g.W, g.OH, g.OW, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH,
-      g.DW, a.act, tiles_w, tiles_h, g.tile_h, g.tile_h_in, g.tile_w_in);
-  return (int)cudaGetLastError();
+  StitchDwPlan p = stitch_dw_args_plan(a, n);
+  const int64_t planes = n * a.k;
+  const int64_t blocks = (int64_t)p.tiles_w * p.tiles_h * ((planes + p.pz - 1) / (p.pz > 0 ? p.pz : 1));
+  if (p.smem == 0 || blocks > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
+  p.vec_in = p.W % 4 == 0 && stitch_aligned16(t.x);
+  p.vec_out = p.OW % 4 == 0 && stitch_aligned16(y) && (t.z == nullptr || stitch_aligned16(t.z));
+  const dim3 threads(p.tx, p.ty, p.pz);
+  int err = 0;
+  stitch_dw_dispatch(p.variant, [&](auto kh, auto kw, auto sh, auto sw) {
+    constexpr int KH = decltype(kh)::value, KW = decltype(kw)::value, SH = decltype(sh)::value,
+                  SW = decltype(sw)::value;
+    stitch_conv_depthwise_kernel<KH, KW, SH, SW><<<(unsigned)blocks, threads, p.smem, stream>>>(
+        t.x, t.w, t.bias, t.z, y, (int)a.c, (int)a.k, planes, p, a.act);
+    err = (int)cudaGetLastError();
+  });
+  return err;
 }
 
 static int stitch_conv_epilogue(float* y, const float* bias, const float* z, int64_t total, int64_t inner, int64_t k,
@@ -683,7 +665,8 @@ static void stitch_conv_disk_store(const std::string& key, const StitchConvChoic
 // GPU name, compute capability and cuDNN version, then the plan key (the device index left out).
 // `gemm`: the pointwise GEMM was a candidate (programs without the gemm library never searched it).
 // v5: searched in the verifier's quiet window (tools/worker/verify.py); v4 choices may have been timed
-// beside another process's GPU work and are searched again.
+// beside another process's GPU work and are searched again. v6: our depthwise kernel was rewritten
+// (16-byte staging, whole rows a block): choices made against the old one are searched again.
 static std::string stitch_conv_key_text(const int64_t* key, int device, bool gemm) {
   static std::string names[64];
   if (device < 0 || device >= 64) return std::string();
@@ -696,7 +679,7 @@ static std::string stitch_conv_key_text(const int64_t* key, int device, bool gem
     std::string name = prop.name;
     for (char& ch : name) ch = (ch == ' ' || ch == '\t') ? '_' : ch;
     char head[256];
-    snprintf(head, sizeof(head), "v5|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
+    snprintf(head, sizeof(head), "v6|%s|sm%d%d|cudnn%zu", name.c_str(), prop.major, prop.minor, cudnnGetVersion());
     names[device] = head;
   }
   // With the graph-API engines switched on the candidates differ: their choices never answer a search

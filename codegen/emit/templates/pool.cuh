@@ -167,9 +167,12 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
 #pragma unroll
           for (int c = 0; c < kw; ++c) {
             const I w = ow * (I)s.sw - (I)s.pw + (I)c * (I)s.dw;
-            if (h_in && w >= 0 && w < iw_n) {
-              acc = stitch_max(acc, pro.load(row + w));  // NaN propagates, as in PyTorch
-            }
+            // Every tap loads (one outside the input reads the plane's first element, unused): a load
+            // under a branch made ptxas reload the input pointer from the constant bank (an LDC on the
+            // ADU pipe, which Nsight Compute showed half busy) and redo the address for each tap.
+            const bool ok = h_in && w >= 0 && w < iw_n;
+            const float v = pro.load(ok ? row + w : xp);
+            acc = ok ? stitch_max(acc, v) : acc;  // NaN propagates, as in PyTorch
           }
         }
       }
@@ -193,7 +196,9 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
 #pragma unroll
           for (int c = 0; c < kw; ++c) {
             const I w = ws + (I)c;
-            if (h_in && w >= w0 && w < w1) acc += pro.load(row + w);
+            const bool ok = h_in && w >= w0 && w < w1;
+            const float v = pro.load(ok ? row + w : xp);  // unconditional: see the max pool's taps
+            if (ok) acc += v;
           }
         }
       }
