@@ -41,7 +41,9 @@ CONV_PARAMS: list[tuple[str, str]] = [
 def write_conv(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, int]:
     """Fill `helper` for a conv group; returns (template, launches)."""
     pointwise = conv_pointwise(writer.classifier, group)  # also timed as a GEMM: the gemm library joins
-    writer.unit.use(*(("gemm",) if pointwise else ()), "conv_dw", "conv_engine", "conv")
+    depthwise = bool(group.anchor is not None and group.anchor.args.get("depthwise"))  # our kernel joins
+    extra = (("gemm",) if pointwise else ()) + (("conv_dw",) if depthwise else ())
+    writer.unit.use(*extra, "conv_engine", "conv")
     writer.unit.library_launcher("conv", CONV_PARAMS, group.id, result="int64_t")
     anchor = group.anchor
     assert anchor is not None

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.profilers.ncu import SECTIONS, find_ncu, query_metrics, select_metrics
+from tools.profilers.ncu import SECTIONS, export_command, find_ncu, query_metrics, select_metrics
 from tools.profilers.ncu_records import EXTRA_METRICS, KernelMetrics, parse_records
 
 SIDES = ("reference", "candidate", "compiled")
@@ -51,12 +51,7 @@ def profile_side(
     (keep / f"{folder.name}.{side}.log").write_text(run.stdout[-20000:] + run.stderr[-20000:])
     if not report.exists():
         return []
-    raw = subprocess.run(
-        [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    raw = subprocess.run(export_command(ncu, report), capture_output=True, text=True, timeout=120).stdout
     (keep / f"{folder.name}.{side}.raw.csv").write_text(raw)
     return parse_records(raw)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device probes owed by the fourteenth and fifteenth sessions, one call each (logs come back as one
+# Device probes owed by the fourteenth to sixteenth sessions, one call each (logs come back as one
 # file: the device tool returns a limited number of files).
 #  default (about 400 s; measured on an H100 on 2026-12-06, docs/benchmarks.md, fifteenth session):
 #     the one-instruction NaN-propagating max (PTX max.NaN, common.cuh's stitch_max) on the max pools and
@@ -12,8 +12,14 @@
 #     (out/ew-u1, out/ew-u2, out/ew-u4: every chunk's loads issued before any store).
 #  host (owed): our issue time in a plain process (hot loop, strict loop, the verifier's interleaved
 #     rounds: evals.device.issue_probe) beside the verifier's own, sandbox on and off (out/probe-issue2).
+#  dw (owed by the sixteenth session, about 400 s): the depthwise kernel's numerics on the GPU with TF32
+#     allowed, where programs now run it (tests/gpu/test_conv_gpu.py's depthwise cases, out/conv-gpu: the
+#     TF32 columns must show our time and a max error of 0, eager's own summation order), which tiling the
+#     conv search picked (four or two output rows a thread: algorithms -1 / -3 in the cache printout),
+#     then Nsight Compute side by side (eager, ours, torch.compile) on the depthwise problems and on three
+#     memory-bound problems within 5% of eager (out/ncu-dw, out/ncu-roof).
 #   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
-#   device: bash evals/device/next_probes.sh [ew|host]     (carry the folders that part reads)
+#   device: bash evals/device/next_probes.sh [ew|host|dw]  (carry the folders that part reads)
 set -u
 AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
 EW="level1/2_GELU level1/1_ReLU level1/3_SiLU"
@@ -41,8 +47,31 @@ if [ "${1:-}" = "host" ]; then  # part 5: where our issue time grows, plain proc
     tar czf "${OUT:-/tmp}/host-logs.tgz" -C /tmp/host .
     exit 0
 fi
+if [ "${1:-}" = "dw" ]; then  # part 6: carry out/conv-gpu, out/ncu-dw, out/ncu-roof
+    export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    mkdir -p /tmp/dw
+    for only in depthwise Depthwise; do  # the small cases, then the suite's (the filter is case-sensitive)
+        OUT=/tmp/dw/$only ONLY=$only timeout 150 bash evals/device/conv_gpu.sh > "/tmp/dw/conv-$only.log" 2>&1
+        grep -E "^case|epthwise|passed|failed" "/tmp/dw/conv-$only.log" | cut -c1-200
+        sed -n '/cuDNN algorithm cache/,$p' "/tmp/dw/conv-$only.log" | cut -c1-200 | tail -8  # the choices
+    done
+    for inputs in out/ncu-dw out/ncu-roof; do
+        timeout 150 python3 -m evals.device.ncu_side_by_side "$inputs" --budget-s 90 --keep /tmp/dw/ncu \
+            > "/tmp/dw/$(basename "$inputs").log" 2>&1
+        grep -E "^\|" "/tmp/dw/$(basename "$inputs").log" | cut -c1-230
+    done
+    tar czf "${OUT:-/tmp}/dw-logs.tgz" -C /tmp/dw --exclude='*.ncu-rep' .
+    exit 0
+fi
 if [ "${1:-}" = "--write" ]; then
     set -e
+    rm -rf out/conv-gpu out/ncu-dw out/ncu-roof
+    python tests/gpu/test_conv_gpu.py --write out/conv-gpu
+    python -m evals.device.prepare_profiles --no-synthetic --out out/ncu-dw --problems level1/16_Conv2d_Depthwise \
+        level2/16_Conv2d_DepthwiseSeparable_ReLU6
+    python -m evals.device.prepare_profiles --no-synthetic --out out/ncu-roof --problems level1/4_Softmax \
+        level1/7_MaxReduction level1/2_GELU
     rm -rf out/ab-base out/ab-head out/ab-outs4 out/ew-u1 out/ew-u2 out/ew-u4 out/probe-issue2
     python -m evals.device.verify_probe --write out/probe-issue2 level1/1_ReLU level1/27_AvgPool2d_NoPadCount \
         level1/15_Conv2d_Dilated

@@ -34,10 +34,10 @@ EMULATION = r"""
 #define STITCH_HOST_EMULATION
 #include "conv_dw.cuh"
 
-// args: N C K H W KH KW SH SW PH PW DH DW act flat, then x (N*C*H*W), w (K*KH*KW), bias (K) on stdin
+// args: N C K H W KH KW SH SW PH PW DH DW act flat rows, then x (N*C*H*W), w (K*KH*KW), bias (K) on stdin
 int main(int argc, char** argv) {
-  int v[15];
-  for (int i = 0; i < 15; ++i) v[i] = atoi(argv[i + 1]);
+  int v[16];
+  for (int i = 0; i < 16; ++i) v[i] = atoi(argv[i + 1]);
   const int N = v[0], C = v[1], K = v[2], H = v[3], W = v[4], KH = v[5], KW = v[6], SH = v[7], SW = v[8];
   const int PH = v[9], PW = v[10], DH = v[11], DW = v[12], act = v[13], flat = v[14];
   const int OH = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, OW = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1;
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   for (float& f : w) scanf("%f", &f);
   for (float& f : bias) scanf("%f", &f);
   const StitchDwPlan p = stitch_dw_plan(flat ? 1 : H, W, flat ? 1 : OH, OW, KH, KW, SH, SW, PH, PW, DH, DW,
-                                        (int64_t)N * K);
+                                        (int64_t)N * K, v[15]);
   if (p.smem == 0) return 3;
   StitchDwPlan q = p;
   q.vec_in = W % 4 == 0;  // the emulation's vectors are plain arrays: any alignment holds
@@ -69,13 +69,15 @@ int main(int argc, char** argv) {
       const float* tile = shared.data() + (size_t)z * p.region;
       for (int ty = 0; ty < p.ty; ++ty)
         for (int tx = 0; tx < p.tx; ++tx)
-          stitch_dw_dispatch(p.variant, [&](auto kh, auto kw, auto sh, auto sw) {
-            stitch_dw_outputs<decltype(kh)::value, decltype(kw)::value, decltype(sh)::value, decltype(sw)::value>(
+          stitch_dw_dispatch(p, [&](auto kh, auto kw, auto sh, auto sw, auto r) {
+            stitch_dw_outputs<decltype(kh)::value, decltype(kw)::value, decltype(sh)::value, decltype(sw)::value,
+                              decltype(r)::value>(
                 tile, bias[b.oc], nullptr, y.data(), b.plane * (int64_t)OH * OW, b.oh0, b.ow0, q, act, tx, ty);
           });
     }
   }
-  fprintf(stderr, "variant %d tile %dx%d threads %dx%dx%d\n", p.variant, p.tile_w, p.tile_h, p.tx, p.ty, p.pz);
+  fprintf(stderr, "variant %d rows %d tile %dx%d threads %dx%dx%d\n", p.variant, p.rows, p.tile_w, p.tile_h, p.tx,
+          p.ty, p.pz);
   for (float f : y) printf("%.9g\n", f);
   return 0;
 }
@@ -87,6 +89,7 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_emulator(tmp_path_factory.mktemp("dw_emulation"), EMULATION)
 
 
+@pytest.mark.parametrize("rows", [4, 2])  # the conv search's two tilings (STITCH_DW_ALGO, STITCH_DW2_ALGO)
 @pytest.mark.parametrize(
     ("n", "c", "k", "hw", "kernel", "stride", "pad", "dil", "act"),
     [
@@ -123,13 +126,14 @@ def test_the_depthwise_kernel_matches_pytorch(
     pad: tuple[int, int],
     dil: tuple[int, int],
     act: int,
+    rows: int,
 ) -> None:
     torch.manual_seed(0)
     x = torch.rand(n, c, *hw) * 2 - 1
     w = torch.rand(k, 1, *kernel) * 2 - 1
     b = torch.rand(k) * 2 - 1
     flat = int(hw[0] == 1 and kernel[0] == 1)
-    args = [n, c, k, *hw, *kernel, *stride, *pad, *dil, act, flat]
+    args = [n, c, k, *hw, *kernel, *stride, *pad, *dil, act, flat, rows]
     data = " ".join(f"{v:.9g}" for v in torch.cat([x.flatten(), w.flatten(), b]).tolist())
     proc = subprocess.run(
         [str(emulator), *map(str, args)], input=data, check=True, capture_output=True, text=True
@@ -142,4 +146,5 @@ def test_the_depthwise_kernel_matches_pytorch(
     square = kernel[0] == kernel[1] in (3, 5, 7) and stride[0] == stride[1] in (1, 2)
     compiled = square and dil == (1, 1) and pad[1] == (kernel[1] - 1) // 2
     assert ("variant 0 " not in proc.stderr) == compiled, proc.stderr  # the compile-time windows are used
+    assert f" rows {rows} " in proc.stderr
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)

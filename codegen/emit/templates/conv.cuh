@@ -21,8 +21,8 @@
 // (w shared through a batch stride of 0) followed by our epilogue kernel, with FMA math only.
 //
 // Depthwise 1-D/2-D convolutions (groups = input channels) also time a direct kernel of ours (conv_dw.cuh) that
-// applies bias, residual and ReLU in the same pass; it joins the search as one more algorithm, never as the
-// accuracy reference, so it is used only where it beats every cuDNN algorithm.
+// applies bias, residual and ReLU in the same pass; it joins the search as two more algorithms (four and two
+// output rows a thread), never as the accuracy reference, so it is used only where it beats every cuDNN one.
 //
 // Math follows PyTorch's cuDNN TF32 setting, read by the caller at every call (`tf32`):
 // - tf32=0 (the strict harness): CUDNN_FMA_MATH only (plain fp32 FMA, what PyTorch runs with
@@ -67,6 +67,7 @@
 #define STITCH_CONV_SEARCH_WORKSPACE_CAP (8ull << 30)
 #define STITCH_DW_ALGO (-1)  // our depthwise kernel, as an algorithm id next to cuDNN's (which are >= 0)
 #define STITCH_GEMM_CONV_ALGO (-2)  // a pointwise convolution as one batched cuBLASLt GEMM
+#define STITCH_DW2_ALGO (-3)  // our depthwise kernel with two output rows a thread (smaller tiles, fewer registers)
 
 // Host wall clock in microseconds: the search's host score and the trace below.
 static double stitch_now_us() {
@@ -250,22 +251,24 @@ __global__ void stitch_conv_sqdiff_kernel(const float* a, const float* ref, int6
   }
 }
 
+#ifdef STITCH_HAS_DW
 // Our depthwise kernel's plan (templates/conv_dw.cuh) for a forward depthwise 1-D/2-D problem of n images;
 // smem 0 where it does not apply (transposed, 3-D, not depthwise, or a window too large to stage).
-static StitchDwPlan stitch_dw_args_plan(const StitchConvArgs& a, int64_t n) {
+static StitchDwPlan stitch_dw_args_plan(const StitchConvArgs& a, int64_t n, int rows = STITCH_DW_ROWS) {
   if (a.transposed || a.nd > 2 || a.groups != a.c || a.k % a.c != 0) return StitchDwPlan{};
   const bool flat = a.nd == 1;  // 1-D runs with a unit height
   const int last = a.nd - 1;
   return stitch_dw_plan(flat ? 1 : (int)a.in[0], (int)a.in[last], flat ? 1 : (int)a.out[0], (int)a.out[last],
                         flat ? 1 : (int)a.ker[0], (int)a.ker[last], flat ? 1 : (int)a.stride[0], (int)a.stride[last],
                         flat ? 0 : (int)a.pad[0], (int)a.pad[last], flat ? 1 : (int)a.dil[0], (int)a.dil[last],
-                        n * a.k);
+                        n * a.k, rows);
 }
 
 static size_t stitch_dw_smem(const StitchConvArgs& a) { return stitch_dw_args_plan(a, a.n).smem; }
 
-static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n, cudaStream_t stream) {
-  StitchDwPlan p = stitch_dw_args_plan(a, n);
+static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n, int rows,
+                            cudaStream_t stream) {
+  StitchDwPlan p = stitch_dw_args_plan(a, n, rows);
   const int64_t planes = n * a.k;
   const int64_t blocks = (int64_t)p.tiles_w * p.tiles_h * ((planes + p.pz - 1) / (p.pz > 0 ? p.pz : 1));
   if (p.smem == 0 || blocks > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
@@ -273,15 +276,21 @@ static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, fl
   p.vec_out = p.OW % 4 == 0 && stitch_aligned16(y) && (t.z == nullptr || stitch_aligned16(t.z));
   const dim3 threads(p.tx, p.ty, p.pz);
   int err = 0;
-  stitch_dw_dispatch(p.variant, [&](auto kh, auto kw, auto sh, auto sw) {
+  stitch_dw_dispatch(p, [&](auto kh, auto kw, auto sh, auto sw, auto r) {
     constexpr int KH = decltype(kh)::value, KW = decltype(kw)::value, SH = decltype(sh)::value,
-                  SW = decltype(sw)::value;
-    stitch_conv_depthwise_kernel<KH, KW, SH, SW><<<(unsigned)blocks, threads, p.smem, stream>>>(
+                  SW = decltype(sw)::value, ROWS = decltype(r)::value;
+    stitch_conv_depthwise_kernel<KH, KW, SH, SW, ROWS><<<(unsigned)blocks, threads, p.smem, stream>>>(
         t.x, t.w, t.bias, t.z, y, (int)a.c, (int)a.k, planes, p, a.act);
     err = (int)cudaGetLastError();
   });
   return err;
 }
+#else  // a program without a depthwise convolution does not carry our depthwise kernel
+static size_t stitch_dw_smem(const StitchConvArgs&) { return 0; }
+static int stitch_dw_launch(const StitchConvArgs&, const StitchConvPtrs&, float*, int64_t, int, cudaStream_t) {
+  return (int)cudaErrorInvalidConfiguration;
+}
+#endif  // STITCH_HAS_DW
 
 static int stitch_conv_epilogue(float* y, const float* bias, const float* z, int64_t total, int64_t inner, int64_t k,
                                 int act, cudaStream_t stream) {
@@ -438,7 +447,9 @@ static cudnnStatus_t stitch_conv_describe(StitchConvPlan* p, const StitchConvArg
 static int stitch_conv_run(cudnnHandle_t h, StitchConvPlan* p, const StitchConvArgs& a, int algo, cudnnMathType_t math,
                            int fused, const StitchConvPtrs& t, float* y, int64_t n, void* ws, size_t ws_bytes,
                            cudaStream_t stream) {
-  if (algo == STITCH_DW_ALGO) return stitch_dw_launch(a, t, y, n, stream);  // epilogue included
+  if (algo == STITCH_DW_ALGO || algo == STITCH_DW2_ALGO) {  // epilogue included
+    return stitch_dw_launch(a, t, y, n, algo == STITCH_DW2_ALGO ? 2 : 4, stream);  // output rows a thread
+  }
   if (algo == STITCH_GEMM_CONV_ALGO) return stitch_conv_gemm(a, t, y, n, stream);  // epilogue included
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   if (!stitch_is_engine_algo(algo)) st = cudnnSetConvolutionMathType(p->conv, math);
@@ -476,7 +487,7 @@ static bool stitch_conv_accurate_class(int transposed, int algo) {
 
 static cudnnStatus_t stitch_conv_workspace_size(cudnnHandle_t h, StitchConvPlan* p, int transposed, int algo,
                                                 cudnnMathType_t math, size_t* bytes) {
-  if (algo == STITCH_DW_ALGO || algo == STITCH_GEMM_CONV_ALGO) {  // none, or the gemm library's own
+  if (algo == STITCH_DW_ALGO || algo == STITCH_DW2_ALGO || algo == STITCH_GEMM_CONV_ALGO) {  // none, or the gemm's
     *bytes = 0;
     return CUDNN_STATUS_SUCCESS;
   }
@@ -592,6 +603,8 @@ static cudnnStatus_t stitch_conv_candidates(cudnnHandle_t h, StitchConvPlan* p, 
     own.algo = STITCH_DW_ALGO;
     own.math = CUDNN_FMA_MATH;
     own.memory = 0;
+    out->push_back(own);
+    own.algo = STITCH_DW2_ALGO;  // the same kernel tiled two rows a thread
     out->push_back(own);
   }
   return CUDNN_STATUS_SUCCESS;

@@ -1,11 +1,13 @@
 // lib conv_dw: our direct depthwise convolution (one input channel per group, K/C outputs each), the
-// conv library's algorithm STITCH_DW_ALGO (templates/conv.cuh launches it through stitch_dw_launch).
+// conv library's algorithms STITCH_DW_ALGO and STITCH_DW2_ALGO (templates/conv.cuh launches it through
+// stitch_dw_launch). A program carries this library only when it has a depthwise convolution
+// (codegen/emit/conv.py): its fourteen kernel instances cost the build about a second of device code.
 //
 // A depthwise convolution moves its input and output once and does a few fmas per element: it is
 // memory-bound, and its roof is the copy bandwidth. A block covers whole rows of output (up to 128
 // columns) of one plane, or several small planes, and stages the zero-padded input rows it needs in
 // shared memory with 16-byte loads, several in flight per thread. Each thread then computes four
-// adjacent outputs of STITCH_DW_ROWS rows: for the common windows (3x3, 5x5, 7x7 at stride 1 or 2, no
+// adjacent outputs of 4 rows (or 2: the conv search times both tilings, STITCH_DW_ALGO and STITCH_DW2_ALGO): for the common windows (3x3, 5x5, 7x7 at stride 1 or 2, no
 // dilation: compile-time extents) the window slides down the rows in registers, so a staged row is read
 // once for every output row it feeds, and the weights sit in registers; other windows loop over their
 // taps. Outputs are stored four at a time (16 bytes) where the rows allow it, with the epilogue (bias
@@ -14,15 +16,17 @@
 // PyTorch's rounding. Plan, stage and outputs are host / device functions that the CPU emulation runs
 // phase by phase (tests/codegen/test_conv_dw.py).
 
+#define STITCH_HAS_DW 1        // the conv library (conv.cuh) times our kernel only where a program holds it
 #define STITCH_DW_THREADS 256  // threads a block, at most
-#define STITCH_DW_ROWS 4       // output rows a thread
+#define STITCH_DW_ROWS 4       // output rows a thread by default; the conv search also times 2 (STITCH_DW2_ALGO)
 #define STITCH_DW_LOADS 4      // 16-byte staging loads in flight per thread
 #define STITCH_DW_SMEM (48 * 1024)
 
 // The tiling of one depthwise problem, computed on the host (stitch_dw_plan) and passed to the kernel.
 struct StitchDwPlan {
   int H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
-  int tx, ty, pz;          // threads: tx groups of four output columns, ty groups of STITCH_DW_ROWS rows, pz planes
+  int rows;                // output rows a thread: 4, or 2 (smaller tiles, fewer registers, more blocks an SM)
+  int tx, ty, pz;          // threads: tx groups of four output columns, ty groups of `rows` rows, pz planes
   int tile_w, tile_h;      // outputs a block covers in each of its planes
   int tiles_w, tiles_h;    // blocks along a plane's width and height
   int lead;                // staged columns before the first one a window reads (the staging starts 16-byte aligned)
@@ -50,18 +54,20 @@ static inline int stitch_dw_variant(int KH, int KW, int SH, int SW, int PW, int 
 }
 
 static inline int stitch_dw_region(const StitchDwPlan& p, int ty) {
-  const int rows_in = (ty * STITCH_DW_ROWS - 1) * p.SH + (p.KH - 1) * p.DH + 1;
+  const int rows_in = (ty * p.rows - 1) * p.SH + (p.KH - 1) * p.DH + 1;
   return (rows_in * p.ld + p.KH * p.KW + 3) / 4 * 4;  // a multiple of 4: every plane's tile is 16-byte aligned
 }
 
-// The tiling for a 2-D problem (1-D: H = OH = KH = 1) of `planes` output planes (images x output channels).
+// The tiling for a 2-D problem (1-D: H = OH = KH = 1) of `planes` output planes (images x output channels),
+// `rows` (4 or 2) output rows a thread.
 static inline StitchDwPlan stitch_dw_plan(int H, int W, int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW,
-                                          int DH, int DW, int64_t planes) {
+                                          int DH, int DW, int64_t planes, int rows = STITCH_DW_ROWS) {
   StitchDwPlan p = {};
   p.H = H, p.W = W, p.OH = OH, p.OW = OW, p.KH = KH, p.KW = KW, p.SH = SH, p.SW = SW;
   p.PH = PH, p.PW = PW, p.DH = DH, p.DW = DW;
+  p.rows = rows == 2 ? 2 : 4;
   if (OH < 1 || OW < 1 || planes < 1) return p;
-  const int ty_need = stitch_dw_ceil(OH, STITCH_DW_ROWS);
+  const int ty_need = stitch_dw_ceil(OH, p.rows);
   const int ty_min = ty_need < 8 ? ty_need : 8;  // short planes leave threads to the width
   const int groups = stitch_dw_ceil(OW, 4);
   p.tx = groups < STITCH_DW_THREADS / ty_min ? groups : STITCH_DW_THREADS / ty_min;
@@ -75,7 +81,7 @@ static inline StitchDwPlan stitch_dw_plan(int H, int W, int OH, int OW, int KH, 
   while (ty > 0 && (size_t)stitch_dw_region(p, ty) * sizeof(float) > STITCH_DW_SMEM) --ty;
   if (ty == 0) return p;  // a window too tall or wide for shared memory: cuDNN only
   p.ty = ty;
-  p.tile_h = ty * STITCH_DW_ROWS;
+  p.tile_h = ty * p.rows;
   p.tiles_h = stitch_dw_ceil(OH, p.tile_h);
   p.rows_in = (p.tile_h - 1) * SH + (KH - 1) * DH + 1;
   p.region = stitch_dw_region(p, ty);
@@ -203,23 +209,23 @@ __device__ __forceinline__ void stitch_dw_store4(float acc[4], const float* __re
   }
 }
 
-// Thread (tx, ty)'s outputs in its plane: columns ow0 + 4 tx .. + 3 of the STITCH_DW_ROWS rows from
-// oh0 + ty * STITCH_DW_ROWS, from the staged tile and the weights (after the tile, in shared memory).
+// Thread (tx, ty)'s outputs in its plane: columns ow0 + 4 tx .. + 3 of the ROWS rows from oh0 + ty * ROWS
+// (ROWS: the plan's rows), from the staged tile and the weights (after the tile, in shared memory).
 // KH_ .. SW_ > 0: a compile-time window with unit dilation. Staged row q feeds output row rr through weight
 // row i = q - rr * SH; q rises, so each output takes its weight rows in order i = 0, 1, ..., and within a
 // row the columns in order: PyTorch's summation order, as in the general loop below.
-template <int KH_, int KW_, int SH_, int SW_>
+template <int KH_, int KW_, int SH_, int SW_, int ROWS>
 __device__ __forceinline__ void stitch_dw_outputs(const float* tile, float start, const float* __restrict__ z,
                                                   float* __restrict__ y, int64_t out_plane, int oh0, int ow0,
                                                   const StitchDwPlan& p, int act, int tx, int ty) {
   const int ow = ow0 + 4 * tx;
   if (ow >= p.OW || 4 * tx >= p.tile_w) return;
   const float* weights = tile + p.rows_in * p.ld;
-  const int first = ty * STITCH_DW_ROWS;  // the thread's first output row within the tile
+  const int first = ty * ROWS;  // the thread's first output row within the tile
   const int col0 = p.lead + 4 * tx * p.SW;
-  float acc[STITCH_DW_ROWS][4];
+  float acc[ROWS][4];
 #pragma unroll
-  for (int rr = 0; rr < STITCH_DW_ROWS; ++rr)
+  for (int rr = 0; rr < ROWS; ++rr)
 #pragma unroll
     for (int v = 0; v < 4; ++v) acc[rr][v] = start;
   if constexpr (KH_ > 0) {
@@ -235,13 +241,13 @@ __device__ __forceinline__ void stitch_dw_outputs(const float* tile, float start
     for (int i = 0; i < KH_ * KW_; ++i) wr[i] = weights[i];
     const float* rows = tile + (first * SH_) * p.ld + col0 - LEAD;  // 16-byte aligned
 #pragma unroll
-    for (int q = 0; q < (STITCH_DW_ROWS - 1) * SH_ + KH_; ++q) {
+    for (int q = 0; q < (ROWS - 1) * SH_ + KH_; ++q) {
       float c[4 * NV];
 #pragma unroll
       for (int k = 0; k < NV; ++k) stitch_dw_lds4(rows + q * p.ld + 4 * k, c + 4 * k);
       const float* t = c + LEAD;
 #pragma unroll
-      for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
+      for (int rr = 0; rr < ROWS; ++rr) {
         const int i = q - rr * SH_;
         if (i >= 0 && i < KH_) {
 #pragma unroll
@@ -253,7 +259,7 @@ __device__ __forceinline__ void stitch_dw_outputs(const float* tile, float start
     }
   } else {
 #pragma unroll
-    for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
+    for (int rr = 0; rr < ROWS; ++rr) {
       const float* base = tile + (first + rr) * p.SH * p.ld + col0;
       for (int i = 0; i < p.KH; ++i)
         for (int j = 0; j < p.KW; ++j) {
@@ -264,35 +270,46 @@ __device__ __forceinline__ void stitch_dw_outputs(const float* tile, float start
     }
   }
 #pragma unroll
-  for (int rr = 0; rr < STITCH_DW_ROWS; ++rr) {
+  for (int rr = 0; rr < ROWS; ++rr) {
     const int oh = oh0 + first + rr;
     if (first + rr >= p.tile_h || oh >= p.OH) break;
     stitch_dw_store4(acc[rr], z, y, out_plane + (int64_t)oh * p.OW + ow, p.OW - ow, p.vec_out, act);
   }
 }
 
-// Calls f(StitchDwInt<KH>(), StitchDwInt<KW>(), StitchDwInt<SH>(), StitchDwInt<SW>()) for the plan's
-// compile-time window (all zeros: the general loop); the launcher and the CPU emulation both dispatch here.
+// Calls f(StitchDwInt<KH>(), StitchDwInt<KW>(), StitchDwInt<SH>(), StitchDwInt<SW>(), StitchDwInt<ROWS>()) for
+// the plan's compile-time window (all zeros: the general loop) and rows; the launcher and the CPU emulation
+// both dispatch here.
 template <int N>
 struct StitchDwInt {
   static constexpr int value = N;
 };
 
-template <class F>
-inline void stitch_dw_dispatch(int variant, F&& f) {
+template <int ROWS, class F>
+inline void stitch_dw_dispatch_window(int variant, F&& f) {
+  const StitchDwInt<ROWS> r;
   switch (variant) {
-    case 1: f(StitchDwInt<3>(), StitchDwInt<3>(), StitchDwInt<1>(), StitchDwInt<1>()); break;
-    case 2: f(StitchDwInt<3>(), StitchDwInt<3>(), StitchDwInt<2>(), StitchDwInt<2>()); break;
-    case 3: f(StitchDwInt<5>(), StitchDwInt<5>(), StitchDwInt<1>(), StitchDwInt<1>()); break;
-    case 4: f(StitchDwInt<5>(), StitchDwInt<5>(), StitchDwInt<2>(), StitchDwInt<2>()); break;
-    case 5: f(StitchDwInt<7>(), StitchDwInt<7>(), StitchDwInt<1>(), StitchDwInt<1>()); break;
-    case 6: f(StitchDwInt<7>(), StitchDwInt<7>(), StitchDwInt<2>(), StitchDwInt<2>()); break;
-    default: f(StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>()); break;
+    case 1: f(StitchDwInt<3>(), StitchDwInt<3>(), StitchDwInt<1>(), StitchDwInt<1>(), r); break;
+    case 2: f(StitchDwInt<3>(), StitchDwInt<3>(), StitchDwInt<2>(), StitchDwInt<2>(), r); break;
+    case 3: f(StitchDwInt<5>(), StitchDwInt<5>(), StitchDwInt<1>(), StitchDwInt<1>(), r); break;
+    case 4: f(StitchDwInt<5>(), StitchDwInt<5>(), StitchDwInt<2>(), StitchDwInt<2>(), r); break;
+    case 5: f(StitchDwInt<7>(), StitchDwInt<7>(), StitchDwInt<1>(), StitchDwInt<1>(), r); break;
+    case 6: f(StitchDwInt<7>(), StitchDwInt<7>(), StitchDwInt<2>(), StitchDwInt<2>(), r); break;
+    default: f(StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>(), r); break;
+  }
+}
+
+template <class F>
+inline void stitch_dw_dispatch(const StitchDwPlan& p, F&& f) {
+  if (p.rows == 2) {
+    stitch_dw_dispatch_window<2>(p.variant, f);
+  } else {
+    stitch_dw_dispatch_window<4>(p.variant, f);
   }
 }
 
 #ifndef STITCH_HOST_EMULATION
-template <int KH_, int KW_, int SH_, int SW_>
+template <int KH_, int KW_, int SH_, int SW_, int ROWS>
 __global__ void __launch_bounds__(STITCH_DW_THREADS) stitch_conv_depthwise_kernel(
     const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
     const float* __restrict__ z, float* __restrict__ y, int C, int K, int64_t planes, StitchDwPlan p, int act) {
@@ -309,7 +326,7 @@ __global__ void __launch_bounds__(STITCH_DW_THREADS) stitch_conv_depthwise_kerne
   __syncthreads();
   if (live) {
     const float start = bias != nullptr ? bias[b.oc] : 0.f;
-    stitch_dw_outputs<KH_, KW_, SH_, SW_>(tile, start, z, y, b.plane * (int64_t)p.OH * p.OW, b.oh0, b.ow0, p, act,
+    stitch_dw_outputs<KH_, KW_, SH_, SW_, ROWS>(tile, start, z, y, b.plane * (int64_t)p.OH * p.OW, b.oh0, b.ow0, p, act,
                                           threadIdx.x, threadIdx.y);
   }
 }
