@@ -271,7 +271,7 @@ STITCH_LAUNCH_CHOICES: dict[str, tuple[int, ...]] = {
     "unroll": (1, 2),  # float4 per thread per step (elementwise)
     "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM (0: uncapped)
     "onepass": (1,),  # group norm: the one-pass kernel where the slabs fit (0: statistics + apply)
-    "outs": (1, 4),  # pooling with a fixed window: outputs a thread along the width
+    "outs": (1, 2, 4),  # pooling with a fixed window: outputs a thread along the width
 }
 
 

@@ -12,12 +12,13 @@
 #     (out/ew-u1, out/ew-u2, out/ew-u4: every chunk's loads issued before any store).
 #  host (owed): our issue time in a plain process (hot loop, strict loop, the verifier's interleaved
 #     rounds: evals.device.issue_probe) beside the verifier's own, sandbox on and off (out/probe-issue2).
-#  dw (owed by the sixteenth session, about 400 s): the depthwise kernel's numerics on the GPU with TF32
+#  dw (owed by the sixteenth session, about 450 s): the depthwise kernel's numerics on the GPU with TF32
 #     allowed, where programs now run it (tests/gpu/test_conv_gpu.py's depthwise cases, out/conv-gpu: the
 #     TF32 columns must show our time and a max error of 0, eager's own summation order), which tiling the
 #     conv search picked (four or two output rows a thread: algorithms -1 / -3 in the cache printout),
 #     then Nsight Compute side by side (eager, ours, torch.compile) on the depthwise problems and on three
-#     memory-bound problems within 5% of eager (out/ncu-dw, out/ncu-roof).
+#     memory-bound problems within 5% of eager (out/ncu-dw, out/ncu-roof); last, the pools' launch knob
+#     outs at 2 against 1 (out/pool-outs1, out/pool-outs2).
 #   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
 #   device: bash evals/device/next_probes.sh [ew|host|dw]  (carry the folders that part reads)
 set -u
@@ -47,7 +48,7 @@ if [ "${1:-}" = "host" ]; then  # part 5: where our issue time grows, plain proc
     tar czf "${OUT:-/tmp}/host-logs.tgz" -C /tmp/host .
     exit 0
 fi
-if [ "${1:-}" = "dw" ]; then  # part 6: carry out/conv-gpu, out/ncu-dw, out/ncu-roof
+if [ "${1:-}" = "dw" ]; then  # part 6: carry out/conv-gpu, out/ncu-dw, out/ncu-roof, out/pool-outs1, out/pool-outs2
     export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     mkdir -p /tmp/dw
@@ -61,6 +62,8 @@ if [ "${1:-}" = "dw" ]; then  # part 6: carry out/conv-gpu, out/ncu-dw, out/ncu-
             > "/tmp/dw/$(basename "$inputs").log" 2>&1
         grep -E "^\|" "/tmp/dw/$(basename "$inputs").log" | cut -c1-230
     done
+    # the pools' outs at 2 (two outputs a thread, torch.compile's layout) against 1, one alternation
+    OUT=/tmp/dw AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/pool-outs1 out/pool-outs2 1
     tar czf "${OUT:-/tmp}/dw-logs.tgz" -C /tmp/dw --exclude='*.ncu-rep' .
     exit 0
 fi
@@ -72,6 +75,12 @@ if [ "${1:-}" = "--write" ]; then
         level2/16_Conv2d_DepthwiseSeparable_ReLU6
     python -m evals.device.prepare_profiles --no-synthetic --out out/ncu-roof --problems level1/4_Softmax \
         level1/7_MaxReduction level1/2_GELU
+    rm -rf out/pool-outs1 out/pool-outs2
+    # shellcheck disable=SC2086
+    python -m evals.device.verify_probe --write out/pool-outs1 $POOLS
+    cp -r out/pool-outs1 out/pool-outs2
+    sed -i "s/'outs': 1/'outs': 2/g" out/pool-outs2/*.request.json
+    grep -q "'outs': 2" out/pool-outs2/level1__10_MaxPool2d.request.json
     rm -rf out/ab-base out/ab-head out/ab-outs4 out/ew-u1 out/ew-u2 out/ew-u4 out/probe-issue2
     python -m evals.device.verify_probe --write out/probe-issue2 level1/1_ReLU level1/27_AvgPool2d_NoPadCount \
         level1/15_Conv2d_Dilated

@@ -113,6 +113,18 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (4, 8, 8, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 0),  # 7x7 planes: many planes a block
         (1, 2, 2, (29, 29), (7, 7), (2, 2), (3, 3), (1, 1), 1),  # 7x7 stride 2
         (2, 2, 2, (19, 21), (3, 3), (1, 1), (0, 0), (1, 1), 0),  # unpadded 3x3: the general loop
+        (
+            1,
+            3,
+            6,
+            (5, 3),
+            (3, 3),
+            (1, 1),
+            (1, 1),
+            (1, 1),
+            1,
+        ),  # two outputs a channel, rows of 3 (< one vector)
+        (2, 4, 4, (2, 9), (5, 5), (2, 2), (2, 2), (1, 1), 0),  # a plane shorter than the window
     ],
 )
 def test_the_depthwise_kernel_matches_pytorch(

@@ -217,6 +217,7 @@ def test_fixture_programs_compute_the_reference_in_the_emulation(problem: Path, 
     [
         # stitch_pool_rowvec_kernel: the pool families' fixed-window pools, prologues and epilogues
         ("level2/11_Pool_Families.py", "outs", 4),
+        ("level2/11_Pool_Families.py", "outs", 2),
         # stitch_ew_vecu_kernel: two chunks' loads before their stores, broadcast operands included
         ("level2/6_Elementwise_Chain.py", "unroll", 2),
         ("level1/40_Activations.py", "unroll", 2),

@@ -250,7 +250,9 @@ __global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, Stitch
 #pragma unroll
         for (int u = 0; u < SPAN; ++u) {
           const I w = ws0 + (I)u;
-          t[u] = (w >= 0 && w < iw_n) ? pro.load(row + w) : stitch_pool_identity<MODE == 1>();
+          const bool ok = w >= 0 && w < iw_n;
+          const float v = pro.load(ok ? row + w : xp);  // unconditional, as the thread kernel's taps
+          t[u] = ok ? v : stitch_pool_identity<MODE == 1>();
         }
 #pragma unroll
         for (int v = 0; v < V; ++v) {
@@ -354,12 +356,11 @@ static int64_t stitch_pool_adaptive_extent(int64_t in, int64_t out) {  // the la
   return out > 0 ? (in + out - 1) / out + (in % out != 0 ? 1 : 0) : 1;
 }
 
-// A fixed window's row kernel with four outputs a thread, where the launcher baked the window and the
+// A fixed window's row kernel with V (2 or 4) outputs a thread, where the launcher baked the window and the
 // width's stride and dilation (SW, DW > 0). Returns -1 when it does not apply.
-template <int MODE, int KD, int KH, int KW, int SW, int DW, class Pro, class Epi>
+template <int MODE, int KD, int KH, int KW, int SW, int DW, int V, class Pro, class Epi>
 static int stitch_pool_rowvec_run(const Pro& pro, float* y, const StitchPoolShape& s, Epi epi, StitchLaunch c,
                                   cudaStream_t stream) {
-  constexpr int V = 4;
   if constexpr (MODE > 1 || KD <= 0 || KH <= 0 || KW <= 0 || SW <= 0 || DW <= 0) {
     return -1;
   } else {
@@ -385,16 +386,18 @@ static int stitch_pool_rowvec_run(const Pro& pro, float* y, const StitchPoolShap
 // outputs (no grid-stride cap: on an H100 a capped grid-stride loop streamed 7% slower), the launch
 // table's per_sm caps it when set. KD, KH, KW: the window baked in by the generated launcher (0: read
 // it from the shape, e.g. adaptive pooling or a window too large to unroll); SW, DW: the width's stride
-// and dilation when baked too (0: not). outs (the launch knob): 4 takes stitch_pool_rowvec_kernel where
-// it applies.
+// and dilation when baked too (0: not). outs (the launch knob): 2 or 4 takes stitch_pool_rowvec_kernel
+// with that many outputs a thread where it applies (2: the 3x3 stride-2 window's five columns a row for
+// two outputs, 16 bytes between neighbouring threads' loads, the layout torch.compile's pooling kernels use).
 template <int MODE, int KD, int KH, int KW, int SW, int DW, class Pro, class Epi>
 int stitch_pool_run(const Pro& pro, float* y, StitchPoolShape s, Epi epi, StitchLaunch cfg, int outs,
                     cudaStream_t stream) {
   const int64_t total = s.planes * s.od * s.oh * s.ow;
   if (total <= 0) return (int)cudaGetLastError();
   const StitchLaunch c = stitch_launch_or(cfg, 256, 0);  // the launch table's knobs, else 256, uncapped
-  if (outs == 4) {
-    const int done = stitch_pool_rowvec_run<MODE, KD, KH, KW, SW, DW, Pro, Epi>(pro, y, s, epi, c, stream);
+  if (outs == 4 || outs == 2) {
+    const int done = outs == 4 ? stitch_pool_rowvec_run<MODE, KD, KH, KW, SW, DW, 4, Pro, Epi>(pro, y, s, epi, c, stream)
+                               : stitch_pool_rowvec_run<MODE, KD, KH, KW, SW, DW, 2, Pro, Epi>(pro, y, s, epi, c, stream);
     if (done >= 0) return done;
   }
   const int64_t inputs = s.planes * s.id * s.ih * s.iw;
