@@ -21,19 +21,17 @@ import sys
 import time
 from pathlib import Path
 
-from tools.profilers.ncu import SECTIONS, export_command, find_ncu, query_metrics, select_metrics
+from tools.profilers.ncu import export_command, find_ncu, profile_command, query_metrics, select_metrics
 from tools.profilers.ncu_records import EXTRA_METRICS, KernelMetrics, parse_records
 
 SIDES = ("reference", "candidate", "compiled")
+LAUNCH_COUNT = 20  # kernels a side, at most (a problem's forward launches a few)
 COMPARE = Path(__file__).resolve().parent / "ncu_compare.py"
 
 
 def ncu_command(ncu: str, side: str, metrics: list[str], report: Path, target: list[str]) -> list[str]:
-    command = [ncu, "--nvtx", "--nvtx-include", f"measure/{side}/", "--clock-control", "none"]
-    command += ["--target-processes", "all", "--launch-count", "20"]
-    for section in SECTIONS:
-        command += ["--section", section]
-    return [*command, "--metrics", ",".join(metrics), "--export", str(report), "--force-overwrite", *target]
+    """tools.profilers.ncu's command line, its counters taken inside the side's NVTX range only."""
+    return profile_command(ncu, report, metrics, LAUNCH_COUNT, target, nvtx_include=f"measure/{side}/")
 
 
 def profile_side(

@@ -147,15 +147,21 @@ def classify_failure(output: str) -> tuple[str, str] | None:
 
 
 def profile_command(
-    ncu: str, report: Path, metrics: list[str], launch_count: int, target_command: list[str]
+    ncu: str,
+    report: Path,
+    metrics: list[str],
+    launch_count: int,
+    target_command: list[str],
+    nvtx_include: str | None = None,
 ) -> list[str]:
-    """The ncu command line: counters only inside the driver's cudaProfilerStart/Stop, clocks untouched."""
+    """The ncu command line: counters only inside the driver's cudaProfilerStart/Stop (or, with
+    `nvtx_include`, only inside that NVTX range, e.g. "measure/candidate/"), clocks untouched."""
+    window = ["--nvtx", "--nvtx-include", nvtx_include] if nvtx_include else ["--profile-from-start", "off"]
     command = [
         ncu,
         "--clock-control",
         "none",
-        "--profile-from-start",
-        "off",
+        *window,
         "--target-processes",
         "all",
         "--launch-count",

@@ -266,9 +266,10 @@ static StitchDwPlan stitch_dw_args_plan(const StitchConvArgs& a, int64_t n, int 
 
 static size_t stitch_dw_smem(const StitchConvArgs& a) { return stitch_dw_args_plan(a, a.n).smem; }
 
-static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n, int rows,
+// algo: STITCH_DW_ALGO (the default rows a thread) or STITCH_DW2_ALGO (two).
+static int stitch_dw_launch(const StitchConvArgs& a, const StitchConvPtrs& t, float* y, int64_t n, int algo,
                             cudaStream_t stream) {
-  StitchDwPlan p = stitch_dw_args_plan(a, n, rows);
+  StitchDwPlan p = stitch_dw_args_plan(a, n, algo == STITCH_DW2_ALGO ? 2 : STITCH_DW_ROWS);
   const int64_t planes = n * a.k;
   const int64_t blocks = (int64_t)p.tiles_w * p.tiles_h * ((planes + p.pz - 1) / (p.pz > 0 ? p.pz : 1));
   if (p.smem == 0 || blocks > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
@@ -448,7 +449,7 @@ static int stitch_conv_run(cudnnHandle_t h, StitchConvPlan* p, const StitchConvA
                            int fused, const StitchConvPtrs& t, float* y, int64_t n, void* ws, size_t ws_bytes,
                            cudaStream_t stream) {
   if (algo == STITCH_DW_ALGO || algo == STITCH_DW2_ALGO) {  // epilogue included
-    return stitch_dw_launch(a, t, y, n, algo == STITCH_DW2_ALGO ? 2 : 4, stream);  // output rows a thread
+    return stitch_dw_launch(a, t, y, n, algo, stream);
   }
   if (algo == STITCH_GEMM_CONV_ALGO) return stitch_conv_gemm(a, t, y, n, stream);  // epilogue included
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;

@@ -40,13 +40,15 @@ struct StitchDwPlan {
 static inline int stitch_dw_ceil(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
 // The compile-time windows: (KH, KW, SH, SW) with unit dilation and the width padded by (KW - 1) / 2 (the
-// usual "same" padding); their index + 1 is the plan's variant.
-static const int STITCH_DW_WINDOWS[6][4] = {{3, 3, 1, 1}, {3, 3, 2, 2}, {5, 5, 1, 1},
-                                            {5, 5, 2, 2}, {7, 7, 1, 1}, {7, 7, 2, 2}};
+// usual "same" padding); their index + 1 is the plan's variant. The one list: the variant lookup below and
+// the kernel dispatch (stitch_dw_dispatch) both read it.
+#define STITCH_DW_WINDOW_COUNT 6
+static constexpr int STITCH_DW_WINDOWS[STITCH_DW_WINDOW_COUNT][4] = {{3, 3, 1, 1}, {3, 3, 2, 2}, {5, 5, 1, 1},
+                                                                     {5, 5, 2, 2}, {7, 7, 1, 1}, {7, 7, 2, 2}};
 
 static inline int stitch_dw_variant(int KH, int KW, int SH, int SW, int PW, int DH, int DW) {
   if (DH != 1 || DW != 1 || PW != (KW - 1) / 2) return 0;  // "same" padding along the width: see the outputs
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < STITCH_DW_WINDOW_COUNT; ++i) {
     const int* v = STITCH_DW_WINDOWS[i];
     if (v[0] == KH && v[1] == KW && v[2] == SH && v[3] == SW) return i + 1;
   }
@@ -285,17 +287,26 @@ struct StitchDwInt {
   static constexpr int value = N;
 };
 
-template <int ROWS, class F>
+// Variant V's window (V > 0) or the general loop (V = 0) as compile-time arguments of f.
+template <int V, int ROWS, class F>
+inline void stitch_dw_call(F&& f) {
+  if constexpr (V == 0) {
+    f(StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<ROWS>());
+  } else {
+    f(StitchDwInt<STITCH_DW_WINDOWS[V - 1][0]>(), StitchDwInt<STITCH_DW_WINDOWS[V - 1][1]>(),
+      StitchDwInt<STITCH_DW_WINDOWS[V - 1][2]>(), StitchDwInt<STITCH_DW_WINDOWS[V - 1][3]>(), StitchDwInt<ROWS>());
+  }
+}
+
+// The plan's variant, found among 1 .. STITCH_DW_WINDOW_COUNT at compile time (0 and anything else: the loop).
+template <int ROWS, int V = STITCH_DW_WINDOW_COUNT, class F>
 inline void stitch_dw_dispatch_window(int variant, F&& f) {
-  const StitchDwInt<ROWS> r;
-  switch (variant) {
-    case 1: f(StitchDwInt<3>(), StitchDwInt<3>(), StitchDwInt<1>(), StitchDwInt<1>(), r); break;
-    case 2: f(StitchDwInt<3>(), StitchDwInt<3>(), StitchDwInt<2>(), StitchDwInt<2>(), r); break;
-    case 3: f(StitchDwInt<5>(), StitchDwInt<5>(), StitchDwInt<1>(), StitchDwInt<1>(), r); break;
-    case 4: f(StitchDwInt<5>(), StitchDwInt<5>(), StitchDwInt<2>(), StitchDwInt<2>(), r); break;
-    case 5: f(StitchDwInt<7>(), StitchDwInt<7>(), StitchDwInt<1>(), StitchDwInt<1>(), r); break;
-    case 6: f(StitchDwInt<7>(), StitchDwInt<7>(), StitchDwInt<2>(), StitchDwInt<2>(), r); break;
-    default: f(StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>(), StitchDwInt<0>(), r); break;
+  if constexpr (V == 0) {
+    stitch_dw_call<0, ROWS>(f);
+  } else if (variant == V) {
+    stitch_dw_call<V, ROWS>(f);
+  } else {
+    stitch_dw_dispatch_window<ROWS, V - 1>(variant, f);
   }
 }
 

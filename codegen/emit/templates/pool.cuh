@@ -102,6 +102,15 @@ __device__ __forceinline__ float stitch_pool_identity() {
   return SUM ? 0.f : -INFINITY;
 }
 
+// A window tap's load, issued whether or not the tap lies inside the input (`ok`; one outside reads
+// element `spare`, the plane's first, and the caller drops the value): a load under its own branch made
+// ptxas reload the input pointer from the constant bank (an LDC on the ADU pipe, which Nsight Compute
+// showed half busy on the max pools) and redo the address for every tap.
+template <class Pro, class I>
+__device__ __forceinline__ float stitch_pool_tap(const Pro& pro, bool ok, I at, I spare) {
+  return pro.load(ok ? at : spare);
+}
+
 // An average pool's window starting at (ds, hs, ws) with extents (kd, kh, kw), clipped as PyTorch clips it:
 // to the padded input for count_include_pad (`padded` taps), to the input itself for the sum ([d0, d1) x
 // [h0, h1) x [w0, w1)) and for the other divisor.
@@ -167,11 +176,8 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
 #pragma unroll
           for (int c = 0; c < kw; ++c) {
             const I w = ow * (I)s.sw - (I)s.pw + (I)c * (I)s.dw;
-            // Every tap loads (one outside the input reads the plane's first element, unused): a load
-            // under a branch made ptxas reload the input pointer from the constant bank (an LDC on the
-            // ADU pipe, which Nsight Compute showed half busy) and redo the address for each tap.
             const bool ok = h_in && w >= 0 && w < iw_n;
-            const float v = pro.load(ok ? row + w : xp);
+            const float v = stitch_pool_tap(pro, ok, row + w, xp);
             acc = ok ? stitch_max(acc, v) : acc;  // NaN propagates, as in PyTorch
           }
         }
@@ -197,7 +203,7 @@ __global__ void stitch_pool_kernel(Pro pro, float* __restrict__ y, StitchPoolSha
           for (int c = 0; c < kw; ++c) {
             const I w = ws + (I)c;
             const bool ok = h_in && w >= w0 && w < w1;
-            const float v = pro.load(ok ? row + w : xp);  // unconditional: see the max pool's taps
+            const float v = stitch_pool_tap(pro, ok, row + w, xp);
             if (ok) acc += v;
           }
         }
@@ -251,7 +257,7 @@ __global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, Stitch
         for (int u = 0; u < SPAN; ++u) {
           const I w = ws0 + (I)u;
           const bool ok = w >= 0 && w < iw_n;
-          const float v = pro.load(ok ? row + w : xp);  // unconditional, as the thread kernel's taps
+          const float v = stitch_pool_tap(pro, ok, row + w, xp);
           t[u] = ok ? v : stitch_pool_identity<MODE == 1>();
         }
 #pragma unroll
