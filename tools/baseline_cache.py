@@ -27,7 +27,9 @@ from tools.cache_paths import default_cache_dir
 CACHE_FILE = "baselines.json"
 CACHE_ENV = "STITCHCUDA_BASELINE_CACHE"  # a file, or a folder that holds baselines.json
 DEFAULT_ROUNDS = 10  # tools.worker.rounds.DEFAULT_ROUNDS (checked by a test; no torch import here)
-_TIMING_CODE = ("worker/timing.py", "worker/rounds.py")
+# How a time is taken: the timer, its rounds, and what keeps other work off the machine meanwhile
+# (a cached time measured beside a worker's GPU work, before the device lock was shared, is stale).
+_TIMING_CODE = ("worker/timing.py", "worker/rounds.py", "worker/gpu_lock.py", "worker/timing_window.py")
 
 
 def problem_hash(source: str) -> str:

@@ -234,7 +234,10 @@ def _run(
         return
     problem = _load(request)
     pin_precision()
-    lock = gpu_lock.lock_path(path.parent, device)
+    # The build cache's lock, as the workers': not the baseline cache's folder, which
+    # $STITCHCUDA_BASELINE_CACHE may put elsewhere, and then a worker's correctness trials ran
+    # on the GPU beside this process's timing.
+    lock = gpu_lock.lock_path(request.get("cache_dir"), device)
     slots = int(request.get("slots") or 0)
     holding = (
         gpu_lock.slot(lock, slots) if device.type == "cuda" and slots > 0 else contextlib.nullcontext(0.0)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from conftest import REPO, has_cuda
 
-from tools import baselines
+from tools import baseline_cache, baselines
 
 TINY = """
 import torch
@@ -329,3 +329,23 @@ def test_suite_command_prints_a_table_and_writes_records(tmp_path: Path) -> None
     records = [json.loads(line) for line in (out / "baselines.jsonl").read_text().splitlines()]
     assert [r["problem"] for r in records] == ["level1/1_Tiny", "level1/2_Double"]
     assert all(r["baselines"]["eager"]["mean_ms"] > 0 for r in records)
+
+
+def test_timing_takes_the_workers_device_lock_wherever_the_cache_file_lives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A baseline cache outside the build cache (the suite's $STITCHCUDA_BASELINE_CACHE) must not move
+    the device lock: with the lock beside the cache file, a worker's correctness trials ran on the GPU
+    during a baseline's timing (an H200 suite's eager rounds 1.5x slower until they ended)."""
+    from tools.worker import gpu_lock
+
+    monkeypatch.setenv(baseline_cache.CACHE_ENV, str(tmp_path / "elsewhere" / "baselines.json"))
+    answers: list[dict[str, Any]] = []
+    with gpu_lock.exclusive(gpu_lock.lock_path(tmp_path, "cpu")):  # a worker holds the device
+        timing = threading.Thread(target=lambda: answers.append(baselines.run_request(cpu_request(tmp_path))))
+        timing.start()
+        timing.join(timeout=3.0)
+        assert timing.is_alive() and not answers, "the baseline timed while a worker held the device"
+    timing.join(timeout=60.0)
+    assert answers and answers[0]["status"] == "passed", answers
+    assert (tmp_path / "elsewhere" / "baselines.json").is_file()

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tools.cache_paths import default_cache_dir
+
 MACHINE_GPU_LOCK = "gpu.lock"  # when the device's UUID cannot be read: every GPU of the machine takes turns
 SLOT_POLL_S = 0.25  # how often a process waiting for a slot tries them again
 
@@ -57,14 +59,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9-]+", "-", text).strip("-")
 
 
-def lock_path(cache_dir: str | os.PathLike[str], device: Any) -> Path:
+def lock_path(cache_dir: str | os.PathLike[str] | None, device: Any) -> Path:
     """<cache>/gpu-<uuid>.lock for a CUDA device (one per physical GPU), <cache>/cpu.lock for the CPU.
 
+    `cache_dir`: the build cache root (None: the default one), which every worker, baseline process
+    and profiler of the machine shares; a lock anywhere else would not exclude them.
     `device`: a torch.device or its name ("cuda" means the current CUDA device, "cuda:1" that index
     as this process sees it).
     """
     key = device_key(device)
-    return Path(cache_dir) / (MACHINE_GPU_LOCK if key == "gpu" else f"{key}.lock")
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    return root / (MACHINE_GPU_LOCK if key == "gpu" else f"{key}.lock")
 
 
 @contextlib.contextmanager
