@@ -17,6 +17,9 @@
 #   rm -rf .device/timing && mkdir -p .device/timing && tar xzf FILES_AT/state.tgz -C .device/timing
 #   python3 -m evals.device.timing_slice snapshot --state .device/timing --name NAME \
 #       --into docs/benchmarks-data/suite-progress          (then commit that folder)
+#   mkdir -p out/suite-turns/NAME && tar xzf FILES_AT/NAME.turns.tgz -C out/suite-turns/NAME
+#       (every slice's; later ones replace a resumed run's file; then, once the eval is complete:
+#       stitchcuda rl dataset out/suite-turns/NAME --out DIR, the GPU skill-2 rows)
 #
 # The snapshot (records, slice log, command, GPU model, baseline cache: small) is what survives a new
 # checkout: a slice whose state lacks the eval resumes from it (SNAPSHOT names another folder). The
@@ -39,7 +42,8 @@
 #   NAME.gpu                    the GPU model the eval is tied to at its first slice: a slice on another
 #                               model stops before the eval (speedups of two models are not one table);
 #                               records of another model (a seed) move to NAME.other-gpu.jsonl and run again
-# Beside the state, $OUT/NAME.reports.tgz holds the report.json of every run in the work folder.
+# Beside the state, $OUT/NAME.reports.tgz holds the report.json of every run in the work folder and
+# $OUT/NAME.turns.tgz their turns.jsonl (the coder's turns and the verifier's outcomes: RL datasets).
 #
 # Stand-ins for a CPU dry run (tests/evals/test_timing_suite.py): SKIP_INSTALL=1, STATE, WORK_ROOT, GPU_NAME,
 # RUN_COMMAND (the eval's hidden --run-command), SLICE_BUDGET, RESERVE.
@@ -115,6 +119,11 @@ tar czf "$OUT/state.tgz" -C "$OUT/state" . && rm -rf "$OUT/state"
 # a problem's time went, for the throughput table (issue 12).
 if [ -d "$work/runs" ]; then
     (cd "$work" && find runs -name report.json -print0 | tar czf "$OUT/$name.reports.tgz" --null -T -) || true
+    # The coder turns with the GPU verifier's feedback: skill-2 rows (stitchcuda rl dataset, issue 14).
+    (cd "$work" && find runs -name turns.jsonl -print0 | tar czf "$OUT/$name.turns.tgz" --null -T -) || true
+    if [ "$(stat -c %s "$OUT/$name.turns.tgz" 2>/dev/null || echo 0)" -gt $((15 * 1024 * 1024)) ]; then
+        rm -f "$OUT/$name.turns.tgz" && echo "turns: over 15 MiB, left out (the device returns 16 MiB a file)"
+    fi
 fi
 echo "$name: $recorded of $total problems recorded"
 [ "$total" -gt 0 ] && [ "$recorded" -ge "$total" ] && echo "$name: complete"

@@ -54,6 +54,7 @@ if problem == "2_GELU":
         time.sleep(1000)
     (scratch / "resumed-from").write_text(checkpoint.read_text())
 (out / "report.json").write_text(json.dumps({{"status": "verified", "iterations": 1, "attempts": []}}))
+(out / "turns.jsonl").write_text(json.dumps({{"run": problem, "turn": 1}}) + "\\n")
 """
 
 
@@ -126,11 +127,15 @@ def test_two_slices_on_two_fresh_machines_finish_the_eval(tmp_path: Path) -> Non
     assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == [
         "a.eval.log",
         "a.reports.tgz",
+        "a.turns.tgz",
         "state.tgz",
     ]
     with tarfile.open(tmp_path / "out1" / "a.reports.tgz") as archive:  # the finished runs' reports
         reports = [name for name in archive.getnames() if name.endswith("report.json")]
     assert len(reports) == 2 and all(name.startswith("runs/level") for name in reports), reports
+    with tarfile.open(tmp_path / "out1" / "a.turns.tgz") as archive:  # their coder turns (RL datasets)
+        turns = [name for name in archive.getnames() if name.endswith("turns.jsonl")]
+    assert len(turns) == 2 and all(name.startswith("runs/level") for name in turns), turns
 
     # The CPU side: the state comes back as one file and replaces the carried folder.
     carried = tmp_path / "carried"
