@@ -4,7 +4,7 @@
 #   CPU:    bash evals/device/families_gpu.sh --write decomposed copy axis rows gemm scan pool rnn conv
 #   device: bash evals/device/families_gpu.sh decomposed copy axis rows    (carry out/<family>-gpu)
 # Families: decomposed (norms, losses, einsum, unfold, stateful forwards), copy, axis, rows (softmax,
-# log-softmax and layer norm over the last dims), gemm (cuBLASLt; STITCHCUDA_GEMM_SEARCH=1 for the
+# log-softmax and layer norm over the last dims), gemm (cuBLASLt; STITCHCUDA_GEMM_SEARCH=0 skips the
 # timed algorithm search), scan, pool, rnn, conv, tune (the worker's launch tuning, docs/autotuning.md). Writes $OUT/<family>_gpu.log and
 # $OUT/<family>_gpu.jsonl; prints one summary line per family last. Knobs: ONLY=substring of case
 # labels, JOBS=parallel builds, FAMILY_TIMEOUT=seconds per family (default 170).

@@ -1,5 +1,5 @@
-"""On a GPU: the cuBLASLt GEMM programs against float64 PyTorch, and their speed; run once as is and
-once with STITCHCUDA_GEMM_SEARCH=1 to compare the heuristic's first algorithm with the timed search.
+"""On a GPU: the cuBLASLt GEMM programs against float64 PyTorch, and their speed; run once as is (the timed
+search, the default) and once with STITCHCUDA_GEMM_SEARCH=0 (the heuristic's first algorithm) to compare.
 
 Cases: tests/fixtures/problems/level1/12_Gemm_Variants.py (fused bias + ReLU epilogue, no bias, a
 transposed operand, a batched product, addmm with a row-vector bias, scaled addmm and baddbmm with a
@@ -12,7 +12,7 @@ The GPU machine lacks pydantic (codegen needs it): write the programs on the CPU
   python tests/gpu/test_gemm_gpu.py --write out/gemm-gpu
 and run there (out/gemm-gpu carried), the search off and on, with
   STITCH_GEMM_PROGRAMS=out/gemm-gpu python -m pytest -q -s tests/gpu/test_gemm_gpu.py
-  STITCHCUDA_GEMM_SEARCH=1 STITCH_GEMM_PROGRAMS=out/gemm-gpu python -m pytest -q -s tests/gpu/test_gemm_gpu.py
+  STITCHCUDA_GEMM_SEARCH=0 STITCH_GEMM_PROGRAMS=out/gemm-gpu python -m pytest -q -s tests/gpu/test_gemm_gpu.py
 Knobs: STITCH_GEMM_ONLY=substring of labels, STITCH_GEMM_RESULTS=file (rows as JSON lines).
 """
 

@@ -4,10 +4,11 @@
 // act: 0 none, 1 relu. Plans (descriptors + heuristic choice) are cached per shape/alignment, so a
 // call costs one cublasLtMatmul after the first. When no algorithm supports the fused epilogue the
 // matmul runs without it and a small kernel of ours adds the bias / applies the relu.
-// With STITCHCUDA_GEMM_SEARCH=1 the first plain (not captured) call of a plan times up to
-// STITCH_GEMM_CANDIDATES of cuBLASLt's heuristic candidates on the real operands (into a scratch output,
-// so C and D are untouched) and keeps the fastest for the process; otherwise, and inside a CUDA graph
-// capture, the heuristic's first choice stands. Off by default until measured on the H200 (docs/gemm.md).
+// The first plain (not captured) call of a plan times up to STITCH_GEMM_CANDIDATES of cuBLASLt's
+// heuristic candidates on the real operands (into a scratch output, so C and D are untouched) and keeps
+// the fastest for the process; inside a CUDA graph capture, and with STITCHCUDA_GEMM_SEARCH=0, the
+// heuristic's first choice stands. Split-K candidates other than that first choice are not timed: they
+// sum in another order than eager's choice (docs/gemm.md).
 #include <cublasLt.h>
 #include <stdlib.h>
 
@@ -110,9 +111,20 @@ static bool stitch_gemm_search_on() {
   static int on = -1;
   if (on < 0) {
     const char* v = getenv("STITCHCUDA_GEMM_SEARCH");
-    on = v != nullptr && v[0] == '1' ? 1 : 0;
+    on = v != nullptr && v[0] == '0' ? 0 : 1;
   }
   return on == 1;
+}
+
+// How many K slices an algorithm sums separately (1: one pass along K, as eager's usual choice).
+static int32_t stitch_gemm_split_k(const cublasLtMatmulAlgo_t& algo) {
+  int32_t splits = 1;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                           &written) != CUBLAS_STATUS_SUCCESS) {
+    return 1;
+  }
+  return splits;
 }
 
 // Times each candidate (one warm-up, then STITCH_GEMM_TIMED runs between two events) and keeps the
@@ -141,6 +153,7 @@ static void stitch_gemm_search(cublasLtHandle_t handle, StitchGemmPlan* plan, co
   for (int i = 0; i < plan->found; ++i) {
     const cublasLtMatmulHeuristicResult_t& cand = plan->candidates[i];
     if (cand.state != CUBLAS_STATUS_SUCCESS || cand.workspaceSize > STITCH_GEMM_WORKSPACE) continue;
+    if (i > 0 && stitch_gemm_split_k(cand.algo) > 1) continue;
     const auto run = [&]() {
       return cublasLtMatmul(handle, plan->op, alpha, A, plan->a, B, plan->b, beta, c_in, plan->c, scratch, plan->c,
                             &cand.algo, workspace, cand.workspaceSize, stream) == CUBLAS_STATUS_SUCCESS;
