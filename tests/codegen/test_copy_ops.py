@@ -329,6 +329,9 @@ struct StitchDim3 { unsigned x = 1, y = 1, z = 1; };
 static StitchDim3 blockIdx, threadIdx, gridDim, blockDim;
 struct StitchNoEpi { float apply(float v, int64_t) const { return v; } };
 struct float4 { float x, y, z, w; };
+static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static float4 __ldg(const float4* p) { return *p; }
+static void stitch_st4_v(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 static int stitch_vector_copies = 0;  // counts the float4 path's entries
 static bool stitch_aligned16(const void* p) { ++stitch_vector_copies; return ((uintptr_t)p & 15u) == 0; }
 struct Plus { float apply(float v, int64_t e) const { return v + 0.001f * (float)e; } };
@@ -414,7 +417,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
     y.assign(2 * n, -1.0f);
     run(2, 1, 4, [&] { stitch_nll_pick_kernel(x.data(), t.data(), y.data(), n, classes, inner, ignore); });
-  } else {  // concat first outer inner size0 size1 size2 total grid (three parts; grid: blocks for all)
+  } else {  // concat[-slices] first outer inner size0 size1 size2 total grid [gy] (three parts; grid: blocks for all)
     const int64_t first = atoll(argv[2]), outer = atoll(argv[3]), inner = atoll(argv[4]);
     const int64_t total = atoll(argv[8]);
     StitchConcatParts<3> p;
@@ -430,7 +433,12 @@ int main(int argc, char** argv) {
     y.assign(outer * total * inner, -1.0f);
     const unsigned blocks = stitch_concat_blocks(p, y.data(), outer, total, inner, (unsigned)atoi(argv[9]));
     fprintf(stderr, "%u %u %u %u\n", p.first_block[0], p.first_block[1], p.first_block[2], p.first_block[3]);
-    run(blocks, 1, 16, [&] { stitch_concat_kernel<3, StitchNoEpi>(p, y.data(), outer, total, inner, StitchNoEpi{}); });
+    if (what == "concat-slices") {  // gy rows of blocks walk the outer index; the epilogue sees each element's index
+      run(blocks, (unsigned)atoi(argv[10]), 16,
+          [&] { stitch_concat_slices_kernel<3, Plus>(p, y.data(), outer, total, inner, Plus{}); });
+    } else {
+      run(blocks, 1, 16, [&] { stitch_concat_kernel<3, StitchNoEpi>(p, y.data(), outer, total, inner, StitchNoEpi{}); });
+    }
   }
   fprintf(stderr, "%d\n", stitch_vector_copies);
   for (float v : y) printf("%.4f\n", v);
@@ -560,6 +568,30 @@ def test_the_concat_kernel_writes_each_part_into_its_slice(
     ]
     assert torch.equal(got[:, first:], torch.cat(parts, 1).float())
     assert bool((got[:, :first] == -1).all())  # an earlier launch's columns are left alone
+
+
+@pytest.mark.parametrize(
+    ("first", "outer", "inner", "sizes", "grid", "gy"),
+    [
+        (0, 3, 8, (2, 5, 1), 6, 2),  # two rows of blocks for three outer slices: one row walks two
+        (4, 2, 12, (3, 1, 2), 3, 1),  # after an earlier launch's columns; a part with one block
+        (0, 1, 64, (4, 2, 8), 5, 1),  # slices longer than a block's threads times the unroll
+    ],
+)
+def test_the_concat_slices_kernel_copies_whole_float4_slices_through_the_epilogue(
+    emulator: Path, first: int, outer: int, inner: int, sizes: tuple[int, int, int], grid: int, gy: int
+) -> None:
+    total = first + sum(sizes)
+    args = ["concat-slices", first, outer, inner, *sizes, total, grid, gy]
+    proc = subprocess.run([str(emulator), *map(str, args)], check=True, capture_output=True, text=True)
+    got = torch.tensor([float(v) for v in proc.stdout.split()]).view(outer, total, inner)
+    parts = [
+        1000.0 * (i + 1) + torch.arange(outer * s * inner).view(outer, s, inner) for i, s in enumerate(sizes)
+    ]
+    index = torch.arange(outer * total * inner, dtype=torch.float64).view(outer, total, inner)
+    want = torch.cat(parts, 1).double() + 0.001 * index[:, first:]  # the epilogue's element index
+    assert torch.allclose(got[:, first:].double(), want, atol=1e-2, rtol=0)
+    assert bool((got[:, :first] == -1).all())
 
 
 @pytest.mark.parametrize(

@@ -147,8 +147,19 @@ __device__ __forceinline__ void stitch_ld4(const float* p, float v[4]) {
   v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
 }
 
+// One 16-byte store, whatever nvcc would make of a float4 assignment: it split many of them into four
+// 4-byte stores (four times the L2 write requests: layer norm's apply kernel had no 16-byte store left,
+// the scan's tile kernel five of eleven). The "memory" clobber keeps every other access in its place.
+__device__ __forceinline__ void stitch_st4_v(float* p, float4 v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
+#else
+  *reinterpret_cast<float4*>(p) = v;
+#endif
+}
+
 __device__ __forceinline__ void stitch_st4(float* p, const float v[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  stitch_st4_v(p, make_float4(v[0], v[1], v[2], v[3]));
 }
 
 // Four consecutive elements e..e+3 (e a multiple of 4) of a broadcast operand.

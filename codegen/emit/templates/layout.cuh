@@ -269,27 +269,35 @@ __host__ __device__ __forceinline__ bool stitch_concat_vec(const float* x, const
          stitch_aligned16(y);
 }
 
-template <int N, class Epi>
-__global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__ y, int64_t outer, int64_t total,
-                                     int64_t inner, Epi epi) {
-  // The part of this block (blocks are dealt to parts in proportion to their sizes), picked with fixed
-  // indices: indexing the parameter struct by a run-time value makes every thread copy the struct to
-  // local memory first (a 96-byte stack frame a thread for four parts: 2.8x slower on an H100).
-  const float* __restrict__ x = p.ptr[0];
-  int64_t lo = p.start[0];
-  int64_t hi = p.start[1];
-  unsigned first_block = p.first_block[0];
-  unsigned end_block = p.first_block[1];
+// The part a block copies (blocks are dealt to parts in proportion to their sizes): its input, its rows
+// lo..hi along the joined dim, and its blocks' range along x.
+struct StitchConcatPart {
+  const float* x;
+  int64_t lo, hi;
+  unsigned first_block, end_block;
+};
+
+// Picked with fixed indices: indexing the parameter struct by a run-time value makes every thread copy
+// the struct to local memory first (a 96-byte stack frame a thread for four parts: 2.8x slower on an H100).
+template <int N>
+__device__ __forceinline__ StitchConcatPart stitch_concat_part(const StitchConcatParts<N>& p) {
+  StitchConcatPart part{p.ptr[0], p.start[0], p.start[1], p.first_block[0], p.first_block[1]};
 #pragma unroll
   for (int k = 1; k < N; ++k) {
     if (blockIdx.x >= p.first_block[k]) {
-      x = p.ptr[k];
-      lo = p.start[k];
-      hi = p.start[k + 1];
-      first_block = p.first_block[k];
-      end_block = p.first_block[k + 1];
+      part = StitchConcatPart{p.ptr[k], p.start[k], p.start[k + 1], p.first_block[k], p.first_block[k + 1]};
     }
   }
+  return part;
+}
+
+template <int N, class Epi>
+__global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__ y, int64_t outer, int64_t total,
+                                     int64_t inner, Epi epi) {
+  const StitchConcatPart part = stitch_concat_part(p);
+  const float* __restrict__ x = part.x;
+  const int64_t lo = part.lo, hi = part.hi;
+  const unsigned first_block = part.first_block, end_block = part.end_block;
   const int64_t block = (hi - lo) * inner;  // one outer slice of this part
   const int64_t n = outer * block;
   const int64_t base = lo * inner;
@@ -311,6 +319,50 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
     const int64_t e = o * total * inner + base + (k - o * block);
     y[e] = epi.apply(x[k], e);
   }
+}
+
+// Every part's slices long and in float4s (stitch_concat_slices): blockIdx.y walks the outer index and a
+// part's blocks stride over its contiguous slice of it, so no thread divides to find its place, and each
+// thread issues STITCH_CONCAT_UNROLL 16-byte loads before its first store.
+#define STITCH_CONCAT_UNROLL 4
+#define STITCH_CONCAT_SLICE_MIN 4096  // floats a part's slice at least (shorter: the kernel above)
+template <int N, class Epi>
+__global__ void stitch_concat_slices_kernel(StitchConcatParts<N> p, float* __restrict__ y, int64_t outer,
+                                            int64_t total, int64_t inner, Epi epi) {
+  const StitchConcatPart part = stitch_concat_part(p);
+  const int64_t slice4 = (part.hi - part.lo) * inner / 4;
+  const int64_t step = (int64_t)(part.end_block - part.first_block) * blockDim.x;
+  const int64_t first = (int64_t)(blockIdx.x - part.first_block) * blockDim.x + threadIdx.x;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    const float* __restrict__ xs = part.x + o * slice4 * 4;  // this outer index's slice
+    const int64_t out = (o * total + part.lo) * inner;  // the slice's first output element
+    for (int64_t q = first; q < slice4; q += step * STITCH_CONCAT_UNROLL) {
+      float4 v[STITCH_CONCAT_UNROLL];  // U loads, then U stores
+#pragma unroll
+      for (int u = 0; u < STITCH_CONCAT_UNROLL; ++u) {
+        if (q + u * step < slice4) v[u] = __ldg(reinterpret_cast<const float4*>(xs + 4 * (q + u * step)));
+      }
+#pragma unroll
+      for (int u = 0; u < STITCH_CONCAT_UNROLL; ++u) {
+        if (q + u * step < slice4) {
+          const int64_t e = out + 4 * (q + u * step);
+          stitch_st4_v(y + e, make_float4(epi.apply(v[u].x, e), epi.apply(v[u].y, e + 1), epi.apply(v[u].z, e + 2),
+                                          epi.apply(v[u].w, e + 3)));
+        }
+      }
+    }
+  }
+}
+
+template <int N>
+static bool stitch_concat_slices(const StitchConcatParts<N>& p, const float* y, int64_t total, int64_t inner) {
+  for (int i = 0; i < N; ++i) {
+    const int64_t slice = (p.start[i + 1] - p.start[i]) * inner;
+    if (slice < STITCH_CONCAT_SLICE_MIN || !stitch_concat_vec(p.ptr[i], y, p.start[i], p.start[i + 1], total, inner)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // A part's work items: float4s where it moves them, else elements.
@@ -355,6 +407,14 @@ static int stitch_concat_run(StitchConcatParts<N> p, float* y, int64_t outer, in
   const int64_t all = stitch_concat_all_units(p, y, outer, total, inner);
   if (all <= 0) return (int)cudaGetLastError();
   const StitchLaunch c = stitch_launch_or(cfg, 256, 0);
+  if (stitch_concat_slices(p, y, total, inner)) {  // the blocks of one outer index, dealt to the parts
+    const int64_t gy = outer < 65535 ? outer : 65535;
+    const int64_t blocks = stitch_grid((all + STITCH_CONCAT_UNROLL - 1) / STITCH_CONCAT_UNROLL, c.threads, c.per_sm);
+    const unsigned gx = stitch_concat_blocks(p, y, outer, total, inner, (unsigned)((blocks + gy - 1) / gy));
+    stitch_concat_slices_kernel<N, Epi><<<dim3(gx, (unsigned)gy), c.threads, 0, stream>>>(p, y, outer, total, inner,
+                                                                                          epi);
+    return (int)cudaGetLastError();
+  }
   const unsigned blocks = stitch_concat_blocks(p, y, outer, total, inner, stitch_grid(all, c.threads, c.per_sm));
   stitch_concat_kernel<N, Epi><<<blocks, c.threads, 0, stream>>>(p, y, outer, total, inner, epi);
   return (int)cudaGetLastError();

@@ -81,7 +81,8 @@ __global__ void stitch_reduce_rows4_kernel(Pro pro, Epi epi, float* y, int64_t r
   }
 }
 
-// inner > 1: 32 columns per block in x, 8 threads in y share each column's R elements.
+// inner > 1: 32 columns per block in x, 8 threads in y share each column's R elements (rows ty, ty + 8,
+// ..., four loads in flight), folded in order of ty.
 template <int OP, class Pro, class Epi>
 __global__ void stitch_reduce_cols_kernel(Pro pro, Epi epi, float* y, int64_t outer, int64_t R, int64_t inner,
                                           float scale) {
@@ -90,7 +91,8 @@ __global__ void stitch_reduce_cols_kernel(Pro pro, Epi epi, float* y, int64_t ou
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     float acc = stitch_reduce_identity<OP>();
     if (i < inner) {
-      for (int64_t r = threadIdx.y; r < R; r += 8) acc = stitch_reduce_op<OP>(acc, pro.load((o * R + r) * inner + i));
+      stitch_sweep<4, 1>(pro, nullptr, o * R * inner + i, threadIdx.y * inner, R * inner, 8 * inner,
+                         [&](const float* t, int64_t) { acc = stitch_reduce_op<OP>(acc, t[0]); });
     }
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
@@ -99,6 +101,45 @@ __global__ void stitch_reduce_cols_kernel(Pro pro, Epi epi, float* y, int64_t ou
 #pragma unroll
       for (int k = 1; k < 8; ++k) total = stitch_reduce_op<OP>(total, part[k][threadIdx.x]);
       y[o * inner + i] = epi.apply(stitch_reduce_finish<OP>(total, scale), o * inner + i);
+    }
+    __syncthreads();
+  }
+}
+
+// inner > 1, inner a multiple of 4 and the operands 16-byte aligned: as the kernel above (the same
+// summation order), but each thread owns 4 adjacent columns read as one float4, 128 columns a block, so a
+// warp moves 512 bytes a load instead of 128.
+template <int OP, class Pro, class Epi>
+__global__ void stitch_reduce_cols4_kernel(Pro pro, Epi epi, float* y, int64_t outer, int64_t R, int64_t inner,
+                                           float scale) {
+  __shared__ float4 part[8][32];
+  const int64_t i = ((int64_t)blockIdx.x * 32 + threadIdx.x) * 4;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    float acc[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_identity<OP>();
+    if (i < inner) {
+      stitch_sweep<4, 4>(pro, nullptr, o * R * inner + i, threadIdx.y * inner, R * inner, 8 * inner,
+                         [&](const float* t, int64_t) {
+#pragma unroll
+                           for (int k = 0; k < 4; ++k) acc[k] = stitch_reduce_op<OP>(acc[k], t[k]);
+                         });
+    }
+    part[threadIdx.y][threadIdx.x] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (threadIdx.y == 0 && i < inner) {
+      for (int q = 1; q < 8; ++q) {
+        const float4 p = part[q][threadIdx.x];
+        acc[0] = stitch_reduce_op<OP>(acc[0], p.x);
+        acc[1] = stitch_reduce_op<OP>(acc[1], p.y);
+        acc[2] = stitch_reduce_op<OP>(acc[2], p.z);
+        acc[3] = stitch_reduce_op<OP>(acc[3], p.w);
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int64_t e = o * inner + i + k;
+        y[e] = epi.apply(stitch_reduce_finish<OP>(acc[k], scale), e);
+      }
     }
     __syncthreads();
   }
@@ -242,11 +283,16 @@ static int stitch_reduce_run(const Pro& pro, const Epi& epi, float* y, int64_t o
     }
     return (int)cudaGetLastError();
   }
-  const int64_t tiles = (inner + 31) / 32;
+  const bool cols4 = (inner & 3) == 0 && pro.vec_ok();
+  const int64_t tiles = (inner + (cols4 ? 127 : 31)) / (cols4 ? 128 : 32);
   if (tiles > 2147483647LL) return (int)cudaErrorInvalidValue;
   const int64_t gy = outer < 65535 ? outer : 65535;
   dim3 grid((unsigned)tiles, (unsigned)gy);
   dim3 block(32, 8);
-  stitch_reduce_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, y, outer, R, inner, scale);
+  if (cols4) {
+    stitch_reduce_cols4_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, y, outer, R, inner, scale);
+  } else {
+    stitch_reduce_cols_kernel<OP, Pro, Epi><<<grid, block, 0, stream>>>(pro, epi, y, outer, R, inner, scale);
+  }
   return (int)cudaGetLastError();
 }

@@ -44,6 +44,10 @@ enum cublasLtMatmulPreferenceAttributes_t : int {
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 };
 
+enum cublasLtMatmulAlgoConfigAttributes_t : int {
+  CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2,
+};
+
 struct cublasLtContext {
   int magic;
 };
@@ -170,6 +174,18 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.f;
   *found = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// The emulated algorithms sum along K in one pass: no split.
+inline cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                           cublasLtMatmulAlgoConfigAttributes_t attr, void* buf,
+                                                           size_t bytes, size_t* written) {
+  if (algo == nullptr || buf == nullptr || attr != CUBLASLT_ALGO_CONFIG_SPLITK_NUM || bytes < sizeof(int32_t)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  *static_cast<int32_t*>(buf) = 1;
+  if (written != nullptr) *written = sizeof(int32_t);
   return CUBLAS_STATUS_SUCCESS;
 }
 
