@@ -309,6 +309,42 @@ def test_arg_reductions_break_ties_and_treat_nan_and_infinities_as_pytorch(tmp_p
         )
 
 
+SCAN_ROWS_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, m, w):
+        return (
+            torch.cumsum(x, dim=1),
+            torch.cumsum(x.flip(1), 1).flip(1),
+            torch.cumprod(m * 0.01 + 0.995, dim=-1),
+            torch.cumsum(w, dim=1),
+        )
+
+
+def get_inputs():
+    return [torch.rand(3, 3000), torch.rand(2, 4096), torch.rand(2, 4100)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_scans_of_rows_of_one_tile_run_without_ticket_or_look_back(tmp_path: Path) -> None:
+    """Rows of 1025-4096 elements are one tile each: block b scans row b, with no ticket, status words or
+    look-back (rows of 4097 and more take them: the last output walks two tiles)."""
+    problem = tmp_path / "scan_rows.py"
+    problem.write_text(SCAN_ROWS_PROBLEM)
+    expected, got = _outputs(problem, _program(problem))
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+        assert torch.allclose(g, e, atol=1e-3, rtol=1e-4), (
+            f"output {i}: max abs err {float((g - e).abs().max()):.3g}"
+        )
+
+
 TRACE_SCRIPT = """
 import runpy, sys
 import torch

@@ -148,6 +148,8 @@ __device__ __forceinline__ void stitch_scan_publish(unsigned long long* status, 
 
 // inner == 1, long rows: tiles of STITCH_SCAN_TILE logical elements, taken in order through `ticket` (so
 // every earlier tile's block is already running: the look-back cannot wait on an unscheduled block).
+// Rows of one tile (tiles_per_row 1, `status` and `ticket` null) need neither: block b scans row b, and
+// its loads start without waiting for an atomic's round trip.
 template <int OP, bool REVERSE, class Pro, class Epi>
 __global__ void __launch_bounds__(STITCH_SCAN_THREADS)
     stitch_scan_tile_kernel(Pro pro, Epi epi, const bool* mask, float* saved, float* y, int64_t n,
@@ -156,9 +158,12 @@ __global__ void __launch_bounds__(STITCH_SCAN_THREADS)
   __shared__ unsigned long long s_tile;
   __shared__ float s_warp[WARPS];
   __shared__ float s_prefix;
-  if (threadIdx.x == 0) s_tile = atomicAdd(ticket, 1ull);
-  __syncthreads();
-  const int64_t tile = (int64_t)s_tile;
+  const bool single = tiles_per_row == 1;
+  if (!single) {
+    if (threadIdx.x == 0) s_tile = atomicAdd(ticket, 1ull);
+    __syncthreads();
+  }
+  const int64_t tile = single ? (int64_t)blockIdx.x : (int64_t)s_tile;
   const int64_t row = tile / tiles_per_row;
   const int64_t chunk = tile - row * tiles_per_row;
   const int64_t base = row * n;
@@ -183,7 +188,7 @@ __global__ void __launch_bounds__(STITCH_SCAN_THREADS)
     if (lane == 0) {
       float prefix = stitch_scan_identity<OP>();
       if (chunk == 0) {
-        stitch_scan_publish(status, tile, 2u, aggregate);
+        if (!single) stitch_scan_publish(status, tile, 2u, aggregate);
       } else {
         stitch_scan_publish(status, tile, 1u, aggregate);
         for (int64_t t = tile - 1;; --t) {  // stops at the row's first tile at the latest (it publishes 2)
@@ -263,6 +268,11 @@ static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, flo
   const int64_t tiles_per_row = (n + STITCH_SCAN_TILE - 1) / STITCH_SCAN_TILE;
   const int64_t tiles = outer * tiles_per_row;
   if (tiles > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
+  if (tiles_per_row == 1) {  // one tile a row: no look-back, so no status words, ticket or memset
+    stitch_scan_tile_kernel<OP, REVERSE, Pro, Epi><<<(unsigned)tiles, STITCH_SCAN_THREADS, 0, stream>>>(
+        pro, epi, mask, saved, y, n, 1, vec, nullptr, nullptr);
+    return (int)cudaGetLastError();
+  }
   // Stream-ordered scratch (status words + the ticket counter), zeroed on the stream: capturable in a CUDA graph.
   return stitch_with_workspace<unsigned long long>(tiles + 1, stream, [&](unsigned long long* status) {
     cudaError_t err = cudaMemsetAsync(status, 0, (size_t)(tiles + 1) * sizeof(unsigned long long), stream);
