@@ -31,6 +31,8 @@
 # session, with the folder in place. It holds (at most STATE_MB, 15 MiB, so it comes back whole):
 #   NAME.results.jsonl          the records so far (the runner skips what is recorded)
 #   baselines.json              the baseline cache ($STITCHCUDA_BASELINE_CACHE; eval b reuses eval a's)
+#                               (its keys hash tools/worker/{timing,rounds,gpu_lock,timing_window}.py:
+#                               an edit there between a and b measures every baseline again)
 #   NAME.runs.tgz               run folders of the problems the last slice cut (their graph
 #                               checkpoints: the next slice resumes them at their last finished node)
 #   build.cache.tgz, inductor.cache.tgz   the newest build-cache entries and torch.compile cache
