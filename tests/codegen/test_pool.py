@@ -165,6 +165,11 @@ struct StitchDim3 { unsigned x = 1, y = 1, z = 1; };
 static StitchDim3 blockIdx, threadIdx, gridDim, blockDim;
 struct Load { const float* x; float load(int64_t i) const { return x[i]; } };
 struct Same { float apply(float v, int64_t) const { return v; } };
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+static float2 make_float2(float x, float y) { return {x, y}; }
+static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static void stitch_st4_v(float* p, float4 v) { p[0] = v.x; p[1] = v.y; p[2] = v.z; p[3] = v.w; }
 @MINMAX@
 #define STITCH_HOST_EMULATION
 #include "pool.cuh"

@@ -270,10 +270,27 @@ __global__ void stitch_pool_rowvec_kernel(Pro pro, float* __restrict__ y, Stitch
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const I ow = ow0 + (I)v;
-      if (ow >= ow_n) break;
-      float value = acc[v];
-      if (MODE == 1) value /= (float)stitch_pool_clip(ds, hs, ow * (I)s.sw - (I)s.pw, KD, KH, KW, s).divisor(s);
-      y[row_out + ow] = epi.apply(value, row_out + ow);
+      if (ow < ow_n) {
+        if (MODE == 1) acc[v] /= (float)stitch_pool_clip(ds, hs, ow * (I)s.sw - (I)s.pw, KD, KH, KW, s).divisor(s);
+        acc[v] = epi.apply(acc[v], row_out + ow);
+      }
+    }
+    // The V outputs in one 8- or 16-byte store where they are whole and aligned (V scalar stores a lane
+    // apart write each sector in V pieces), else one by one.
+    float* out = y + row_out + ow0;
+    if constexpr (V == 2 || V == 4) {
+      if (ow0 + (I)V <= ow_n && reinterpret_cast<uintptr_t>(out) % (V * sizeof(float)) == 0) {
+        if constexpr (V == 2) {
+          *reinterpret_cast<float2*>(out) = make_float2(acc[0], acc[1]);
+        } else {
+          stitch_st4_v(out, make_float4(acc[0], acc[1], acc[2], acc[3]));
+        }
+        continue;
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      if (ow0 + (I)v < ow_n) out[v] = acc[v];
     }
   }
 }
