@@ -1,7 +1,6 @@
 """The layout kernels (gather, window: pad and roll, triangle, concat, nll pick) run on the CPU: the
-templates compiled with g++ against a few shims, each kernel's index math checked against PyTorch.
-
-Split from test_copy_ops.py (classification, grouping and generated code of the copy family).
+templates compiled with g++ against a few shims, each kernel's index math checked against PyTorch
+(the copy family's classification and generated code: test_copy_ops.py).
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ __global__ void stitch_gather_kernel(const float* __restrict__ x, float* __restr
   }
 }
 
-#ifndef STITCH_HOST_EMULATION  // tests/codegen/test_copy_ops.py runs the kernels' index math on the CPU
+#ifndef STITCH_HOST_EMULATION  // tests/codegen/test_layout_kernels.py runs the kernels' index math on the CPU
 // 32-bit index math suffices when every element index and every offset read fits (`sizes`: the
 // extents the offsets walk, `s.stride` their strides): integer division is these kernels' main cost.
 static bool stitch_fits_32(int64_t n, const StitchStrides& s, const int64_t* sizes) {
