@@ -269,26 +269,34 @@ __host__ __device__ __forceinline__ bool stitch_concat_vec(const float* x, const
          stitch_aligned16(y);
 }
 
-// The part a block copies (blocks are dealt to parts in proportion to their sizes): its input, its rows
-// lo..hi along the joined dim, and its blocks' range along x.
+// What a thread copies (blocks are dealt to parts in proportion to their sizes): its block's part (the
+// input, its rows lo..hi along the joined dim), the thread's first work item within the part's blocks,
+// and the stride over them.
 struct StitchConcatPart {
   const float* x;
   int64_t lo, hi;
-  unsigned first_block, end_block;
+  int64_t first, step;
 };
 
 // Picked with fixed indices: indexing the parameter struct by a run-time value makes every thread copy
 // the struct to local memory first (a 96-byte stack frame a thread for four parts: 2.8x slower on an H100).
 template <int N>
 __device__ __forceinline__ StitchConcatPart stitch_concat_part(const StitchConcatParts<N>& p) {
-  StitchConcatPart part{p.ptr[0], p.start[0], p.start[1], p.first_block[0], p.first_block[1]};
+  const float* x = p.ptr[0];
+  int64_t lo = p.start[0], hi = p.start[1];
+  unsigned first_block = p.first_block[0], end_block = p.first_block[1];
 #pragma unroll
   for (int k = 1; k < N; ++k) {
     if (blockIdx.x >= p.first_block[k]) {
-      part = StitchConcatPart{p.ptr[k], p.start[k], p.start[k + 1], p.first_block[k], p.first_block[k + 1]};
+      x = p.ptr[k];
+      lo = p.start[k];
+      hi = p.start[k + 1];
+      first_block = p.first_block[k];
+      end_block = p.first_block[k + 1];
     }
   }
-  return part;
+  return StitchConcatPart{x, lo, hi, (int64_t)(blockIdx.x - first_block) * blockDim.x + threadIdx.x,
+                          (int64_t)(end_block - first_block) * blockDim.x};
 }
 
 template <int N, class Epi>
@@ -296,13 +304,10 @@ __global__ void stitch_concat_kernel(StitchConcatParts<N> p, float* __restrict__
                                      int64_t inner, Epi epi) {
   const StitchConcatPart part = stitch_concat_part(p);
   const float* __restrict__ x = part.x;
-  const int64_t lo = part.lo, hi = part.hi;
-  const unsigned first_block = part.first_block, end_block = part.end_block;
+  const int64_t lo = part.lo, hi = part.hi, first = part.first, step = part.step;
   const int64_t block = (hi - lo) * inner;  // one outer slice of this part
   const int64_t n = outer * block;
   const int64_t base = lo * inner;
-  const int64_t step = (int64_t)(end_block - first_block) * blockDim.x;
-  const int64_t first = (int64_t)(blockIdx.x - first_block) * blockDim.x + threadIdx.x;
   const bool narrow = ((uint64_t)n >> 31) == 0;
   // 16-byte loads and stores when this part's rows and its slice start are whole float4s (the choice
   // is the same for every thread of the block: a block copies one part).
@@ -331,8 +336,7 @@ __global__ void stitch_concat_slices_kernel(StitchConcatParts<N> p, float* __res
                                             int64_t total, int64_t inner, Epi epi) {
   const StitchConcatPart part = stitch_concat_part(p);
   const int64_t slice4 = (part.hi - part.lo) * inner / 4;
-  const int64_t step = (int64_t)(part.end_block - part.first_block) * blockDim.x;
-  const int64_t first = (int64_t)(blockIdx.x - part.first_block) * blockDim.x + threadIdx.x;
+  const int64_t first = part.first, step = part.step;
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     const float* __restrict__ xs = part.x + o * slice4 * 4;  // this outer index's slice
     const int64_t out = (o * total + part.lo) * inner;  // the slice's first output element
