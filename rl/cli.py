@@ -24,7 +24,7 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     from rl.dataset import DatasetError, write_dataset
 
     try:
-        stats = write_dataset(args.runs, args.out)
+        stats = write_dataset(args.runs, args.out, keep=args.keep or (), compress=args.xz)
     except DatasetError as exc:
         return _fail(str(exc))
     rows = ", ".join(f"{n} {skill} rows" for skill, n in stats.rows.items())
@@ -139,6 +139,13 @@ def add_rl_commands(sub: argparse._SubParsersAction) -> None:
     p = rl_sub.add_parser("dataset", help="recorded coder turns -> DIR/skill1.jsonl and DIR/skill2.jsonl")
     p.add_argument("runs", nargs="+", help="run folders (with turns.jsonl), or folders holding runs")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--keep",
+        action="append",
+        metavar="DATASET",
+        help="an earlier dataset folder whose rows join (repeatable)",
+    )
+    p.add_argument("--xz", action="store_true", help="write skill1.jsonl.xz / skill2.jsonl.xz")
     p.set_defaults(func=cmd_dataset)
 
     p = rl_sub.add_parser(

@@ -13,6 +13,11 @@ Every row of a problem also carries the best verified program found for it in an
 (`reference_program`: passed, not hacked, fastest), or null. Duplicates keep the row whose outcome
 says most (a GPU result over a CPU build over none). The files load with
 `datasets.load_dataset("json", data_files=...)`; columns have one type each (plans as JSON text).
+
+A dataset grows without its runs: `keep` folders (an earlier dataset's skill files) join the new
+turns' rows before deduplication and the reference programs are chosen again over all of them. With
+`compress`, the files are written xz-compressed (NAME.jsonl.xz: a row repeats its programs, which xz
+finds across rows, so a starter dataset fits in the repository); `datasets` and `read_rows` read both.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import lzma
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +35,7 @@ log = logging.getLogger(__name__)
 
 TURNS_FILE = "turns.jsonl"
 SKILL_FILES = {"write": "skill1.jsonl", "revise": "skill2.jsonl"}
+XZ = ".xz"
 OUTCOME_KEYS = (
     "status",
     "verdict",
@@ -190,20 +197,22 @@ def rows_from_file(path: Path, stats: BuildStats) -> list[dict[str, Any]]:
     return rows
 
 
-def build_rows(paths: Sequence[str | Path]) -> tuple[dict[str, list[dict[str, Any]]], BuildStats]:
-    """Both skills' rows from every run under `paths`: deduplicated, with reference programs."""
+def build_rows(
+    paths: Sequence[str | Path], keep: Sequence[str | Path] = ()
+) -> tuple[dict[str, list[dict[str, Any]]], BuildStats]:
+    """Both skills' rows from every run under `paths` and every dataset folder in `keep`:
+    deduplicated, with reference programs."""
     stats = BuildStats()
     chosen: dict[str, dict[str, Any]] = {}
-    for path in find_turn_files(paths):
-        stats.files.append(str(path))
-        for row in rows_from_file(path, stats):
-            kept = chosen.get(row["id"])
-            if kept is None:
-                chosen[row["id"]] = row
-                continue
-            stats.duplicates += 1
-            if outcome_rank(row["outcome"]) > outcome_rank(kept["outcome"]):
-                chosen[row["id"]] = row
+    kept_rows = [row for folder in keep for row in dataset_rows(folder)]
+    for row in [*kept_rows, *(r for path in find_turn_files(paths) for r in _file_rows(path, stats))]:
+        kept = chosen.get(row["id"])
+        if kept is None:
+            chosen[row["id"]] = row
+            continue
+        stats.duplicates += 1
+        if outcome_rank(row["outcome"]) > outcome_rank(kept["outcome"]):
+            chosen[row["id"]] = row
     best: dict[str, tuple[float, str]] = {}
     for row in chosen.values():
         if verified(row["outcome"]) and row["program"]:
@@ -226,19 +235,33 @@ def build_rows(paths: Sequence[str | Path]) -> tuple[dict[str, list[dict[str, An
     return skills, stats
 
 
-def write_dataset(paths: Sequence[str | Path], out_dir: str | Path) -> BuildStats:
-    """Write OUT/skill1.jsonl, OUT/skill2.jsonl and OUT/manifest.json (counts and sources)."""
-    skills, stats = build_rows(paths)
+def _file_rows(path: Path, stats: BuildStats) -> list[dict[str, Any]]:
+    stats.files.append(str(path))
+    return rows_from_file(path, stats)
+
+
+def write_dataset(
+    paths: Sequence[str | Path],
+    out_dir: str | Path,
+    keep: Sequence[str | Path] = (),
+    compress: bool = False,
+) -> BuildStats:
+    """Write OUT/skill1.jsonl, OUT/skill2.jsonl (with `compress`: .jsonl.xz) and OUT/manifest.json
+    (counts and sources). The rows of `keep` (dataset folders) are read before anything is written,
+    so OUT may be one of them."""
+    skills, stats = build_rows(paths, keep)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    names = {skill: name + (XZ if compress else "") for skill, name in SKILL_FILES.items()}
     for skill, name in SKILL_FILES.items():
-        with (out / name).open("w", encoding="utf-8") as handle:
-            for row in skills[skill]:
-                handle.write(json.dumps(row) + "\n")
+        text = "".join(json.dumps(row) + "\n" for row in skills[skill])
+        (out / names[skill]).write_bytes(lzma.compress(text.encode()) if compress else text.encode())
+        (out / (name if compress else name + XZ)).unlink(missing_ok=True)  # never two versions of a skill
     manifest = {
         "files": stats.files,
+        "kept": [str(folder) for folder in keep],
         "turns": stats.turns,
-        "rows": {SKILL_FILES[k]: v for k, v in stats.rows.items()},
+        "rows": {names[k]: v for k, v in stats.rows.items()},
         "duplicates_dropped": stats.duplicates,
         "unreadable_lines": stats.unreadable_lines,
         "problems_with_reference_program": stats.references,
@@ -248,5 +271,24 @@ def write_dataset(paths: Sequence[str | Path], out_dir: str | Path) -> BuildStat
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of one skill file (plain JSON lines)."""
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The rows of one skill file (JSON lines, plain or xz-compressed by its .xz name)."""
+    path = Path(path)
+    data = path.read_bytes()
+    text = (lzma.decompress(data) if path.name.endswith(XZ) else data).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def skill_file(folder: str | Path, name: str) -> Path | None:
+    """A dataset folder's file for one skill (`name` as in SKILL_FILES), plain or .xz; None if absent."""
+    for candidate in (Path(folder) / name, Path(folder) / (name + XZ)):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def dataset_rows(folder: str | Path) -> list[dict[str, Any]]:
+    """Every row of a dataset folder's skill files."""
+    files = [f for f in (skill_file(folder, name) for name in SKILL_FILES.values()) if f is not None]
+    if not files:
+        raise DatasetError(f"{folder}: no {' or '.join(SKILL_FILES.values())} (plain or {XZ}) to keep")
+    return [row for path in files for row in read_rows(path)]

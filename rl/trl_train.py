@@ -49,7 +49,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    files: list[str] = field(default_factory=lambda: ["rl/data/starter/skill1.jsonl"])
+    files: list[str] = field(default_factory=lambda: ["rl/data/starter/skill1.jsonl.xz"])
     limit: int | None = None
     prompt: str = "full"  # full: the coder's exact messages; compact: a short skill-1 prompt
     skills: list[str] = field(default_factory=lambda: ["write", "revise"])

@@ -128,16 +128,16 @@ def write_verl_parquet(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rl.dataset import SKILL_FILES, read_rows
+    from rl.dataset import SKILL_FILES, read_rows, skill_file
 
     source, out = Path(dataset_dir), Path(out_dir)
-    present = [name for name in SKILL_FILES.values() if (source / name).is_file()]
+    present = {name: path for name in SKILL_FILES.values() if (path := skill_file(source, name)) is not None}
     if not present:
-        raise VerlDataError(f"{source}: no {' or '.join(SKILL_FILES.values())}")
+        raise VerlDataError(f"{source}: no {' or '.join(SKILL_FILES.values())} (plain or .xz)")
     out.mkdir(parents=True, exist_ok=True)
     written = {}
-    for name in present:
-        rows = [verl_row(r) for r in read_rows(source / name)]
+    for name, path in present.items():
+        rows = [verl_row(r) for r in read_rows(path)]
         if not rows:
             continue
         target = out / name.replace(".jsonl", ".parquet")

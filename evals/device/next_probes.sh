@@ -19,8 +19,12 @@
 #     then Nsight Compute side by side (eager, ours, torch.compile) on the depthwise problems and on three
 #     memory-bound problems within 5% of eager (out/ncu-dw, out/ncu-roof); last, the pools' launch knob
 #     outs at 2 against 1 (out/pool-outs1, out/pool-outs2).
+#  placement (owed by the eighteenth session, about 240 s, no folders): does an eager forward's strict
+#     time depend on where its buffers sit, and does the rounds' placement shuffle narrow the spread
+#     between processes; does a neighbour's memory churn (allocate and free, no kernel) slow it
+#     (evals.device.placement_probe, inside the clock probe: the SM clock alongside)?
 #   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
-#   device: bash evals/device/next_probes.sh [ew|host|dw]  (carry the folders that part reads)
+#   device: bash evals/device/next_probes.sh [ew|host|dw|placement]  (carry the folders that part reads)
 set -u
 AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
 EW="level1/2_GELU level1/1_ReLU level1/3_SiLU"
@@ -31,6 +35,16 @@ if [ "${1:-}" = "ew" ]; then  # part 4, a call of its own
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u2 2
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u4 1
     tar czf "${OUT:-/tmp}/ew-logs.tgz" -C /tmp/ew .
+    exit 0
+fi
+if [ "${1:-}" = "placement" ]; then  # part 7: issue 12's eager agreement
+    export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    mkdir -p /tmp/placement
+    OUT=/tmp/placement timeout 420 python3 -m evals.device.clock_probe -- python3 -m evals.device.placement_probe \
+        > /tmp/placement/probe.log 2>&1
+    grep -E "^\|" /tmp/placement/command.log; tail -3 /tmp/placement/probe.log  # the table, the clocks
+    tar czf "${OUT:-/tmp}/placement-logs.tgz" -C /tmp/placement .
     exit 0
 fi
 if [ "${1:-}" = "host" ]; then  # part 5: where our issue time grows, plain process against the verifier

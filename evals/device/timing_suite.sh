@@ -10,8 +10,9 @@
 #
 # One slice per device call: run(command="bash evals/device/timing_suite.sh a",
 # carry=[".whl", ".device/timing"], timeout_s=600). The whole call (install, restore, eval, stopping
-# the eval, saving the state, agreement) is planned to end SLICE_BUDGET (560) s after it starts; the
-# eval gets what is left after RESERVE (75) s are set aside for the steps after it, and prints how
+# the eval, saving the state, agreement) is planned to end SLICE_BUDGET (580) s after it starts; the
+# eval gets what is left after RESERVE (60) s are set aside for the steps after it (about 20 s were
+# used in the slices of 2026-12-07, which ended 500 s into the call), and prints how
 # long the call took. The state comes back as one file; after each call, on the CPU machine:
 #
 #   rm -rf .device/timing && mkdir -p .device/timing && tar xzf FILES_AT/state.tgz -C .device/timing
@@ -56,8 +57,8 @@ jobs=${1:-12}; shift || true
 state=${STATE:-.device/timing}
 mkdir -p "$state" && state=$(cd "$state" && pwd)
 work=${WORK_ROOT:-/tmp/timing-eval}/$name
-budget=${SLICE_BUDGET:-560}
-reserve=${RESERVE:-75}
+budget=${SLICE_BUDGET:-580}
+reserve=${RESERVE:-60}
 mkdir -p "$state" "$OUT"
 if [ "${SKIP_INSTALL:-0}" = 1 ]; then
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}

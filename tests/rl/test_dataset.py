@@ -30,7 +30,7 @@ from graph.artifacts import Candidate, Feedback, Plan, Task
 from graph.build import builder
 from nodes.llm import prompting
 from nodes.support.turn_log import TURNS_FILE, chat_messages
-from rl.dataset import read_rows, write_dataset
+from rl.dataset import DatasetError, read_rows, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEM = str(FIXTURES / "problems" / "scale_relu.py")
@@ -137,12 +137,45 @@ def test_the_starter_dataset_loads_and_says_where_it_came_from() -> None:
 
     manifest = json.loads((STARTER / "manifest.json").read_text())
     provenance = (STARTER / "PROVENANCE.md").read_text()
-    skill1 = load_dataset("json", data_files=str(STARTER / "skill1.jsonl"), split="train")
-    assert len(skill1) == manifest["rows"]["skill1.jsonl"] >= 20
-    assert len(set(skill1["id"])) == len(skill1)
+    skill1 = load_dataset("json", data_files=str(STARTER / "skill1.jsonl.xz"), split="train")
+    skill2 = load_dataset("json", data_files=str(STARTER / "skill2.jsonl.xz"), split="train")
+    assert len(skill1) == manifest["rows"]["skill1.jsonl.xz"] >= 20
+    assert len(skill2) == manifest["rows"]["skill2.jsonl.xz"] >= 20
+    assert len(set(skill1["id"])) == len(skill1) and len(set(skill2["id"])) == len(skill2)
     assert {"problem_name", "plan", "prompt", "answer", "outcome", "reference_program"} <= set(
         skill1.column_names
     )
     assert all(row["provenance"]["policy"] == "offline" for row in skill1)
     assert "stitchcuda eval" in provenance and "stitchcuda rl dataset" in provenance
-    assert all(row["skill"] == "write" for row in read_rows(STARTER / "skill1.jsonl"))
+    assert all(row["skill"] == "write" for row in read_rows(STARTER / "skill1.jsonl.xz"))
+    # skill 2 from GPU runs: the verifier's feedback on programs that ran, and verified references
+    assert all(row["skill"] == "revise" and json.loads(row["feedback"])["kind"] for row in skill2)
+    assert any("H100" in str(row["previous_outcome"].get("device")) for row in skill2)
+    assert sum(row["reference_program"] is not None for row in skill2) >= 20
+
+
+@pytest.mark.slow
+def test_a_dataset_grows_from_an_earlier_one_and_compresses(recorded_run: Path, tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    write_dataset([recorded_run], first)
+    (extra,) = [dict(r) for r in read_rows(first / "skill1.jsonl")]
+    name = extra["problem_name"]
+    extra.update(id="other-problem", problem_name="other", problem_source="# another problem", program="P")
+    extra["outcome"] = {**extra["outcome"], "status": "passed", "verdict": "clean", "speedup_vs_eager": 2.0}
+    with (first / "skill1.jsonl").open("a") as handle:
+        handle.write(json.dumps(extra) + "\n")
+
+    stats = write_dataset([recorded_run], first, keep=[first], compress=True)  # in place
+    assert stats.rows == {"write": 2, "revise": 2} and stats.duplicates == 3  # the run's rows were kept too
+    assert not (first / "skill1.jsonl").exists() and (first / "skill1.jsonl.xz").is_file()
+    rows = {r["problem_name"]: r for r in read_rows(first / "skill1.jsonl.xz")}
+    assert rows["other"]["reference_program"] == "P"  # chosen again over the kept and the new rows
+    assert rows[name]["reference_program"] in (CORRECT_CPP, OPTIMIZED)
+    manifest = json.loads((first / "manifest.json").read_text())
+    assert manifest["kept"] == [str(first)] and manifest["rows"]["skill2.jsonl.xz"] == 2
+
+    load_dataset = pytest.importorskip("datasets").load_dataset
+    loaded = load_dataset("json", data_files=str(first / "skill1.jsonl.xz"), split="train")
+    assert sorted(loaded["problem_name"]) == sorted(rows)
+    with pytest.raises(DatasetError, match="no skill1.jsonl"):
+        write_dataset([recorded_run], tmp_path / "x", keep=[tmp_path / "empty"])

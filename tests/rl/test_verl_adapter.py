@@ -46,7 +46,9 @@ def test_compute_score_on_parquet_rows(static_rule: None, tmp_path: Path) -> Non
     assert {"data_source", "prompt", "ability", "reward_model", "extra_info"} <= set(rows[0])
     by_name = {row["extra_info"]["problem_name"]: row for row in rows}
     relu = by_name["1_ReLU"]
-    answer = next(r["answer"] for r in read_rows(STARTER / "skill1.jsonl") if r["problem_name"] == "1_ReLU")
+    answer = next(
+        r["answer"] for r in read_rows(STARTER / "skill1.jsonl.xz") if r["problem_name"] == "1_ReLU"
+    )
     good = verl_reward.compute_score(
         relu["data_source"], answer, relu["reward_model"]["ground_truth"], relu["extra_info"]
     )
@@ -56,7 +58,7 @@ def test_compute_score_on_parquet_rows(static_rule: None, tmp_path: Path) -> Non
     # the offline program of a problem it leaves to PyTorch is no honest kernel: the reward says hack
     pool = by_name["10_MaxPool2d"]
     pool_answer = next(
-        r["answer"] for r in read_rows(STARTER / "skill1.jsonl") if r["problem_name"] == "10_MaxPool2d"
+        r["answer"] for r in read_rows(STARTER / "skill1.jsonl.xz") if r["problem_name"] == "10_MaxPool2d"
     )
     assert verl_reward.compute_score(pool["data_source"], pool_answer, "", pool["extra_info"])["score"] < 0
 
@@ -81,7 +83,9 @@ def test_verls_own_loader_finds_the_hook_where_the_recipe_points(static_rule: No
     verl_reward.write_verl_parquet(STARTER, tmp_path)
     rows = pytest.importorskip("pyarrow.parquet").read_table(tmp_path / "skill1.parquet").to_pylist()
     relu = next(r for r in rows if r["extra_info"]["problem_name"] == "1_ReLU")
-    answer = next(r["answer"] for r in read_rows(STARTER / "skill1.jsonl") if r["problem_name"] == "1_ReLU")
+    answer = next(
+        r["answer"] for r in read_rows(STARTER / "skill1.jsonl.xz") if r["problem_name"] == "1_ReLU"
+    )
     scores = compute_score(
         data_source=relu["data_source"],
         solution_str=answer,

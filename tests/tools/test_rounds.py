@@ -79,3 +79,27 @@ def test_the_cache_knows_the_default_round_count() -> None:
     assert baseline_cache.DEFAULT_ROUNDS == rounds.DEFAULT_ROUNDS
     assert ":rounds=10" in baseline_cache.timing_method({})
     assert baseline_cache.timing_method({"timing_rounds": 5}) != baseline_cache.timing_method({})
+
+
+@pytest.mark.parametrize("value", ["", "0", "1", "on", "off", "yes"])
+def test_the_cache_and_the_rounds_read_the_shuffle_switch_alike(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert baseline_cache.SHUFFLE_ENV == rounds.SHUFFLE_ENV
+    monkeypatch.setenv(rounds.SHUFFLE_ENV, value)
+    shuffled = rounds.shuffle_default()
+    assert shuffled == (value in ("1", "on", "yes"))
+    # a shuffled time is another timing method: it never answers from an unshuffled cache entry
+    assert (":shuffle=on" in baseline_cache.timing_method({})) == shuffled
+
+
+def test_spacers_are_the_same_sequence_everywhere_and_stay_small() -> None:
+    sizes = [rounds.spacer_bytes(i) for i in range(10)]
+    assert sizes == [rounds.spacer_bytes(i) for i in range(10)]
+    assert len(set(sizes)) == 10  # each round another placement
+    assert all(0 < s < rounds.SPACER_MAX_BYTES and s % rounds.SPACER_STEP_BYTES == 0 for s in sizes)
+
+
+def test_shuffle_is_a_device_placement_and_leaves_a_cpu_timing_alone() -> None:
+    info = time_in_rounds([Contestant("a", lambda x: x)], [[torch.rand(2)]], "cpu", trials=4, shuffle=True)
+    assert "shuffle" not in info and info["rounds"] == 4

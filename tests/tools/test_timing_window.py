@@ -169,3 +169,64 @@ def test_a_killed_holder_leaves_the_window_open(tmp_path: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the dead holder still had it
     finally:
         os.close(fd)
+
+
+LEAVER = textwrap.dedent(
+    """
+    import os, sys, time
+    from tools.worker import timing_window
+
+    folder, log, go, cuda, wait_s = sys.argv[1:6]
+    with timing_window.busy(folder):  # as a worker: it used the window (and, when cuda, the GPU)
+        pass
+    timing_window._cuda_initialised = lambda: cuda == "1"
+    with open(log, "a") as fh:
+        fh.write("leaver:ready\\n")
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    timing_window.exit_process(3, float(wait_s))
+    """
+)
+
+
+def _leaver(tmp_path: Path, cuda: bool, wait_s: float) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop(timing_window.WINDOW_ENV, None)
+    args = [
+        str(tmp_path),
+        str(tmp_path / "events.log"),
+        str(tmp_path / "go"),
+        "1" if cuda else "0",
+        str(wait_s),
+    ]
+    return subprocess.Popen([sys.executable, "-c", LEAVER, *args], env=env)
+
+
+def test_a_gpu_process_leaves_after_the_timing_next_door_ends(tmp_path: Path) -> None:
+    log = tmp_path / "events.log"
+    leaver = _leaver(tmp_path, cuda=True, wait_s=120.0)
+    _wait_for(log, "leaver:ready")
+    holder = _start("quiet", "holder", tmp_path, log, 2.0)
+    _wait_for(log, "holder:start")
+    (tmp_path / "go").touch()
+    assert leaver.wait(timeout=120) == 3
+    assert "holder:end" in _events(log)  # it died only once the timing had ended
+    holder.wait(timeout=30)
+
+
+@pytest.mark.parametrize("cuda, wait_s", [(False, 120.0), (True, 0.2)])
+def test_a_process_without_a_gpu_or_past_its_wait_leaves_at_once(
+    tmp_path: Path, cuda: bool, wait_s: float
+) -> None:
+    log = tmp_path / "events.log"
+    leaver = _leaver(tmp_path, cuda=cuda, wait_s=wait_s)
+    _wait_for(log, "leaver:ready")
+    holder = _start("quiet", "holder", tmp_path, log, 120.0)
+    try:
+        _wait_for(log, "holder:start")
+        (tmp_path / "go").touch()
+        assert leaver.wait(timeout=60) == 3
+        assert "holder:end" not in _events(log)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

@@ -8,11 +8,20 @@ CUDA-event method or the strict one); the blocks of one contestant are pooled in
 each round also gives a per-round ratio against the first contestant, whose spread shows how
 stable the ratio is. The recorded `order` lists the blocks as they ran, so the interleaving is
 visible in every answer. The caller holds the quiet timing window (tools.worker.timing_window).
+
+Placement shuffle ($STITCHCUDA_TIMING_SHUFFLE=1, or shuffle=True): each round first allocates a spacer
+of a size set by the round's index (the same sequence in every process), so the caching allocator
+puts that round's input clones, outputs and L2-flush buffer at other addresses. A hypothesis under
+test (docs/timing.md, "Eager agreement"): a memory-bound kernel's time depends by a few percent on
+where its buffers sit, and one process keeps one placement for all its calls, so two processes
+timing the same eager forward differ; shuffling averages over placements inside each measurement.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +33,19 @@ import torch
 from tools.worker import timing
 
 DEFAULT_ROUNDS = 10
+SHUFFLE_ENV = "STITCHCUDA_TIMING_SHUFFLE"
+SPACER_STEP_BYTES = 4096
+SPACER_MAX_BYTES = 64 * 1024 * 1024
+
+
+def shuffle_default() -> bool:
+    """Whether rounds shuffle placements when the caller does not say ($STITCHCUDA_TIMING_SHUFFLE=1)."""
+    return os.environ.get(SHUFFLE_ENV, "").strip().lower() in ("1", "on", "true", "yes")
+
+
+def spacer_bytes(index: int) -> int:
+    """Round `index`'s spacer size: a multiple of 4 KiB below 64 MiB, the same in every process."""
+    return random.Random(index).randrange(1, SPACER_MAX_BYTES // SPACER_STEP_BYTES) * SPACER_STEP_BYTES
 
 
 class ContestantFailed(Exception):
@@ -150,14 +172,17 @@ def time_in_rounds(
     rounds: int = DEFAULT_ROUNDS,
     budget_s: float | None = None,
     before_flush: Callable[[], None] | None = None,
+    shuffle: bool | None = None,
 ) -> dict[str, Any]:
     """Time every contestant in `rounds` interleaved rounds of about trials/rounds calls each.
 
     input_sets: the identically prepared inputs every contestant is called on (KernelBench's method
     uses set 0 only, as KernelBench does). Round 0 carries the warm-ups and the discarded first call;
     later rounds run when the budget (seconds, for all rounds) holds another one, so at least one
-    round always runs. A contestant's exception comes out as ContestantFailed. Returns {name: stats (mean, median, cv, rounds ...)}, "order" (the blocks as
-    they ran), "rounds" and "ratios" ({name: stats of name/first per round}).
+    round always runs. shuffle: a placement spacer per round on a CUDA device (module docstring; None:
+    $STITCHCUDA_TIMING_SHUFFLE). A contestant's exception comes out as ContestantFailed. Returns
+    {name: stats (mean, median, cv, rounds ...)}, "order" (the blocks as they ran), "rounds",
+    "ratios" ({name: stats of name/first per round}) and "shuffle" (the spacers' bytes, when on).
     """
     if method not in ("strict", "kernelbench"):
         raise ValueError(f"unknown timing method {method!r} (strict or kernelbench)")
@@ -168,11 +193,17 @@ def time_in_rounds(
     device = torch.device(device)
     rounds = min(rounds, trials)
     calls = math.ceil(trials / rounds)
+    shuffle = (shuffle_default() if shuffle is None else shuffle) and device.type == "cuda"
+    spacers: list[int] = []
     order: list[str] = []
     started = time.perf_counter()
     for index in range(rounds):
         first_round = index == 0
         round_started = time.perf_counter()
+        spacer = None
+        if shuffle:
+            spacers.append(spacer_bytes(index))
+            spacer = torch.empty(spacers[-1], dtype=torch.uint8, device=device)
         for contestant in contestants:
             mean = _block(
                 contestant,
@@ -186,6 +217,7 @@ def time_in_rounds(
             )
             contestant.round_means.append(mean)
             order.append(contestant.name)
+        del spacer
         if budget_s is not None and index + 1 < rounds:
             spent = time.perf_counter() - started
             per_round = time.perf_counter() - round_started
@@ -195,4 +227,6 @@ def time_in_rounds(
     info["order"] = order
     info["rounds"] = len(contestants[0].round_means)
     info["ratios"] = {c.name: _ratio_stats(contestants[0], c) for c in contestants[1:]}
+    if shuffle:
+        info["shuffle"] = spacers
     return info

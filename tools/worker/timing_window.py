@@ -14,6 +14,8 @@ a timing holds the gate while it waits for the window, and new builds queue at t
 The lock files live in `$STITCHCUDA_TIMING_WINDOW` (a folder; `off` disables the window), else
 in the build cache's `locks/` folder, which every worker, baseline process and graph run of a machine share.
 The kernel drops an flock when its holder dies, so a killed process never leaves the window shut.
+A process that used the GPU also leaves through the shared window (`exit_process`): returning its
+device memory at exit is the same unmapping that a memory-bound timing next door must not see.
 Standard library only: the worker island imports it.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +38,8 @@ GATE_FILE = "timing-window.gate"
 LOCK_FOLDER = "locks"  # inside the build cache, beside the per-build locks (tools.build.cache)
 
 _state = threading.local()  # per thread: "quiet" or "busy" while held, and the nesting depth
+_used: list[Path] = []  # the window folder this process last used (exit_process leaves through it)
+EXIT_WAIT_S = 5.0  # longer than a timing holds the window, short beside a worker's kill deadline
 
 
 def window_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
@@ -73,7 +78,44 @@ def _holding(mode: str) -> Iterator[None]:
 
 def _open(path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
+    _used[:] = [path.parent]
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+
+
+def _cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")  # not an import: a process that never loaded torch used no GPU
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # noqa: BLE001 - a torch too broken to ask holds no device memory we could wait for
+        return False
+
+
+def exit_process(code: int, wait_s: float = EXIT_WAIT_S) -> None:
+    """os._exit(code); a process with a CUDA context first takes the window shared, as a build does,
+    and keeps it while it dies: the kernel releases the device's files (the context and every
+    allocation, unmapped) before the lock's, opened last, so no timing overlaps the teardown. It waits
+    at most `wait_s` for a timing to end (a parent's kill deadline may be near), then leaves anyway."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if _used and _held() is None and _cuda_initialised():
+        until = time.monotonic() + wait_s
+        gate, window = _open(_used[0] / GATE_FILE), _open(_used[0] / WINDOW_FILE)
+        if _flock_until(gate, fcntl.LOCK_EX, until):  # behind any timing that waits, as busy()
+            _flock_until(window, fcntl.LOCK_SH, until)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+    os._exit(code)  # the window's shared lock goes with this process's last file
+
+
+def _flock_until(fd: int, mode: int, until: float) -> bool:
+    """flock(fd, mode), polling until the monotonic time `until`; whether it got the lock."""
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                return False
+            time.sleep(0.005)
 
 
 @contextlib.contextmanager
