@@ -23,8 +23,10 @@
 #     time depend on where its buffers sit, and does the rounds' placement shuffle narrow the spread
 #     between processes; does a neighbour's memory churn (allocate and free, no kernel) slow it
 #     (evals.device.placement_probe, inside the clock probe: the SM clock alongside)?
+#  ray (issue 12, point 4; about 120 s): the Ray executor runs a problem as a one-GPU task
+#     (tests/gpu/test_timing_gpu.py's Ray test); carry .whl and .whl-ray (fetch_wheels.sh, fetch_ray_wheel.sh).
 #   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
-#   device: bash evals/device/next_probes.sh [ew|host|dw|placement]  (carry the folders that part reads)
+#   device: bash evals/device/next_probes.sh [ew|host|dw|placement|ray]  (carry the folders that part reads)
 set -u
 AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
 EW="level1/2_GELU level1/1_ReLU level1/3_SiLU"
@@ -35,6 +37,14 @@ if [ "${1:-}" = "ew" ]; then  # part 4, a call of its own
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u2 2
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u4 1
     tar czf "${OUT:-/tmp}/ew-logs.tgz" -C /tmp/ew .
+    exit 0
+fi
+if [ "${1:-}" = "ray" ]; then  # part 8: carry .whl and .whl-ray
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/*.whl .whl-ray/*.whl || exit 1
+    export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    timeout 400 python3 -m pytest -q -s -p no:cacheprovider tests/gpu/test_timing_gpu.py -k ray 2>&1 | tail -25
     exit 0
 fi
 if [ "${1:-}" = "placement" ]; then  # part 7: issue 12's eager agreement
