@@ -19,9 +19,10 @@
 #     then Nsight Compute side by side (eager, ours, torch.compile) on the depthwise problems and on three
 #     memory-bound problems within 5% of eager (out/ncu-dw, out/ncu-roof); last, the pools' launch knob
 #     outs at 2 against 1 (out/pool-outs1, out/pool-outs2).
-#  placement (owed by the eighteenth session, about 240 s, no folders): does an eager forward's strict
+#  placement (owed by the eighteenth session, about 300 s, no folders): does an eager forward's strict
 #     time depend on where its buffers sit, and does the rounds' placement shuffle narrow the spread
-#     between processes; does a neighbour's memory churn (allocate and free, no kernel) slow it
+#     between processes; do the verifier's checks between calls, or a neighbour's memory churn
+#     (allocate and free, no kernel), slow it
 #     (evals.device.placement_probe, inside the clock probe: the SM clock alongside)?
 #  ray (issue 12, point 4; about 120 s): the Ray executor runs a problem as a one-GPU task
 #     (tests/gpu/test_timing_gpu.py's Ray test); carry .whl and .whl-ray (fetch_wheels.sh, fetch_ray_wheel.sh).
@@ -51,7 +52,7 @@ if [ "${1:-}" = "placement" ]; then  # part 7: issue 12's eager agreement
     export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     mkdir -p /tmp/placement
-    OUT=/tmp/placement timeout 420 python3 -m evals.device.clock_probe -- python3 -m evals.device.placement_probe \
+    OUT=/tmp/placement timeout 480 python3 -m evals.device.clock_probe -- python3 -m evals.device.placement_probe \
         > /tmp/placement/probe.log 2>&1
     grep -E "^\|" /tmp/placement/command.log; tail -3 /tmp/placement/probe.log  # the table, the clocks
     tar czf "${OUT:-/tmp}/placement-logs.tgz" -C /tmp/placement .

@@ -15,10 +15,15 @@ driver API, launching no kernel (what a worker does when it empties its cache or
 device lock). Placement aside, if `churn` is slower than `off`, unmapping or scrubbing another
 process's memory takes bandwidth from a timing, and workers must free memory inside the window.
 
+A fourth, `checked`, gives eager the verifier's work between the candidate's timed calls (its output
+checked against preallocated buffers, the OS threads listed; eager's own calls get none there): the
+verifier adds about 17 us to our calls' host time and 4 to eager's (sixteenth session), and if that
+work slows the next call, it is the reason and both sides should get it.
+
 Columns per problem and setting: the mean time; `across`, the spread of the processes' means
 (max/min - 1: what the agreement check sees between two processes); `within`, the spread between
 one process's repeats (mean over processes); with the shuffle, `rounds`, the spread of the round
-means (one placement each); `churn / off`, the churn setting's mean over the unshuffled one. Placement
+means (one placement each); `checked / off` and `churn / off`, those settings' means over the plain one. Placement
 matters if `rounds` is wide; the shuffle helps if its `across` is narrower than without.
 
     python3 -m evals.device.placement_probe [--processes 3] [--repeats 2] [PROBLEM.py ...]
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -90,11 +96,14 @@ def churning(on: bool) -> Iterator[None]:
 
 def measure(path: Path, repeats: int, churn: bool = False) -> dict[str, Any]:
     """In this process: the eager forward's strict times without ("off") and with ("on") the shuffle,
-    and beside a neighbour's memory churn ("churn", when asked and on a GPU)."""
+    with the verifier's between-call work on the candidate's side ("checked"), and beside a
+    neighbour's memory churn ("churn", when asked and on a GPU)."""
     import torch
 
     from tools.baselines import construct_model, draw_problem_inputs
+    from tools.worker.compare import BufferedMatch
     from tools.worker.guards import pin_precision
+    from tools.worker.inputs import clone_inputs
     from tools.worker.loading import exec_problem_source
     from tools.worker.rounds import Contestant, time_in_rounds
 
@@ -104,18 +113,28 @@ def measure(path: Path, repeats: int, churn: bool = False) -> dict[str, Any]:
     model = construct_model(problem, device, torch.float32, 42)
     request = {"mode": "strict", "seed": 42, "inputs_on_device": True}
     inputs = draw_problem_inputs(problem, device, torch.float32, request)
-    found: dict[str, Any] = {"device": str(device), "off": [], "on": [], "on_rounds": [], "churn": []}
-    settings = [("off", False), ("on", False)] + (
-        [("churn", True)] if churn and device.type == "cuda" else []
-    )
+    with torch.no_grad():
+        matcher = BufferedMatch([model(*clone_inputs(inputs))], 1e-4, 1e-4)
+    # what the verifier does after each of the candidate's timed calls (eager's have none): the output
+    # check against preallocated buffers, then a look at the OS threads
+
+    def check(index: int, out: Any) -> None:
+        matcher.matches(index, out)
+
+    def after_call() -> None:
+        os.listdir("/proc/self/task")
+
+    checked = Contestant("eager", model, check, after_call)
+    found: dict[str, Any] = {"device": str(device), "on_rounds": []}
+    settings = [("off", False), ("on", False), ("checked", False)]
+    settings += [("churn", True)] if churn and device.type == "cuda" else []
     with torch.no_grad():
         for _ in range(repeats):
             for name, neighbour in settings:
+                contestant = checked if name == "checked" else Contestant("eager", model)
                 with churning(neighbour):
-                    info = time_in_rounds(
-                        [Contestant("eager", model)], [inputs], device, shuffle=name == "on"
-                    )
-                found[name].append(float(info["eager"]["mean_ms"]))
+                    info = time_in_rounds([contestant], [inputs], device, shuffle=name == "on")
+                found.setdefault(name, []).append(float(info["eager"]["mean_ms"]))
                 if name == "on":
                     found["on_rounds"].extend(info["eager"]["round_means_ms"])
     return found
@@ -135,10 +154,11 @@ def summarise(problem: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         row[f"{key} across %"] = 100 * spread(means)
         row[f"{key} within %"] = 100 * statistics.fmean(spread(run[key]) for run in runs)
     row["on rounds %"] = 100 * statistics.fmean(spread(run["on_rounds"]) for run in runs)
-    churned = [
-        statistics.fmean(run["churn"]) / statistics.fmean(run["off"]) for run in runs if run.get("churn")
-    ]
-    row["churn / off"] = statistics.fmean(churned) if churned else float("nan")
+    for setting in ("checked", "churn"):
+        ratios = [
+            statistics.fmean(run[setting]) / statistics.fmean(run["off"]) for run in runs if run.get(setting)
+        ]
+        row[f"{setting} / off"] = statistics.fmean(ratios) if ratios else float("nan")
     return row
 
 

@@ -12,8 +12,8 @@ from evals.device import placement_probe
 
 def test_the_spreads_of_a_row_come_from_the_processes_measurements() -> None:
     runs = [
-        {"off": [1.0, 1.1], "on": [1.0, 1.0], "on_rounds": [1.0, 1.2], "churn": [1.155]},
-        {"off": [1.2, 1.2], "on": [1.05, 1.05], "on_rounds": [1.0, 1.0], "churn": [1.26]},
+        {"off": [1.0, 1.1], "on": [1.0, 1.0], "on_rounds": [1.0, 1.2], "churn": [1.155], "checked": [1.155]},
+        {"off": [1.2, 1.2], "on": [1.05, 1.05], "on_rounds": [1.0, 1.0], "churn": [1.26], "checked": [1.2]},
     ]
     row = placement_probe.summarise("p", runs)
     assert row["off across %"] == pytest.approx(100 * (1.2 / 1.05 - 1))
@@ -21,6 +21,7 @@ def test_the_spreads_of_a_row_come_from_the_processes_measurements() -> None:
     assert row["off within %"] == pytest.approx(5.0)  # (10% + 0%) / 2
     assert row["on rounds %"] == pytest.approx(10.0)
     assert row["churn / off"] == pytest.approx((1.155 / 1.05 + 1.26 / 1.2) / 2)  # 1.10 and 1.05
+    assert row["checked / off"] == pytest.approx((1.1 + 1.0) / 2)
     assert placement_probe.spread([2.0]) == 0.0
 
 
