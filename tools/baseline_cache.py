@@ -8,7 +8,8 @@ counts, the precision, the seed and where inputs are drawn: a change to any of t
 and the same file serves every later run and every machine of the same kind
 (`$STITCHCUDA_BASELINE_CACHE` points several machines at one shared file). Writers take a file
 lock and replace the file atomically, so concurrent baseline processes keep each other's entries.
-Standard library only (the timing modules are read as bytes, not imported).
+Standard library only (the timing modules are read as bytes, not imported; the placement-shuffle
+switch comes from tools.worker.timing_window, itself standard library only).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from tools.cache_paths import default_cache_dir
+from tools.worker.timing_window import SHUFFLE_ENV, shuffle_default  # noqa: F401  (stdlib only; SHUFFLE_ENV re-exported)
 
 CACHE_FILE = "baselines.json"
 CACHE_ENV = "STITCHCUDA_BASELINE_CACHE"  # a file, or a folder that holds baselines.json
 DEFAULT_ROUNDS = 10  # tools.worker.rounds.DEFAULT_ROUNDS (checked by a test; no torch import here)
-SHUFFLE_ENV = "STITCHCUDA_TIMING_SHUFFLE"  # tools.worker.rounds.SHUFFLE_ENV (checked by the same test)
 # How a time is taken: the timer, its rounds, and what keeps other work off the machine meanwhile
 # (a cached time measured beside a worker's GPU work, before the device lock was shared, is stale).
 _TIMING_CODE = ("worker/timing.py", "worker/rounds.py", "worker/gpu_lock.py", "worker/timing_window.py")
@@ -62,13 +63,8 @@ def timing_method(request: dict[str, Any]) -> str:
         f":rounds={timing_rounds(request)}"
         f":trials={int(request.get('perf_trials', 100))}:precision={request.get('precision', 'fp32')}"
         f":seed={int(request.get('seed', 42))}:inputs={'device' if inputs_on_device(request) else 'host'}"
-        ":grad=off" + (":shuffle=on" if _shuffled() else "")
+        ":grad=off" + (":shuffle=on" if shuffle_default() else "")
     )
-
-
-def _shuffled() -> bool:
-    """tools.worker.rounds.shuffle_default, read here without importing torch."""
-    return os.environ.get(SHUFFLE_ENV, "").strip().lower() in ("1", "on", "true", "yes")
 
 
 def cache_key(device_name: str, torch_version: str, source_hash: str, mode: str, method: str) -> str:

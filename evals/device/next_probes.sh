@@ -25,7 +25,7 @@
 #     (allocate and free, no kernel), slow it
 #     (evals.device.placement_probe, inside the clock probe: the SM clock alongside)?
 #  ray (issue 12, point 4; about 120 s): the Ray executor runs a problem as a one-GPU task
-#     (tests/gpu/test_timing_gpu.py's Ray test); carry .whl and .whl-ray (fetch_wheels.sh, fetch_ray_wheel.sh).
+#     (tests/gpu/test_timing_gpu.py's Ray test); carry .whl and .whl-ray (fetch_wheels.sh, fetch_wheels.sh --ray).
 #   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
 #   device: bash evals/device/next_probes.sh [ew|host|dw|placement|ray]  (carry the folders that part reads)
 set -u

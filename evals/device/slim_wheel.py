@@ -2,7 +2,7 @@
 
 Why: the device tool carries at most 64 MiB a call (working tree and carried folders together), and
 Ray's cp312 wheel is 79 MB, 32 MB of it a Java jar that Python workers never open. Issue 12's Ray GPU
-test needs Ray there (the device image lacks it): `evals/device/fetch_ray_wheel.sh` downloads the
+test needs Ray there (the device image lacks it): `evals/device/fetch_wheels.sh --ray` downloads the
 wheel and calls this to drop the named members (path prefixes or suffixes) and their RECORD lines,
 keeping the file name, so `pip install --no-deps` installs it as usual.
 

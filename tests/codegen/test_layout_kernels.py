@@ -40,6 +40,13 @@ struct Plus { float apply(float v, int64_t e) const { return v + 0.001f * (float
 #define STITCH_HOST_EMULATION
 #include "layout.cuh"
 
+// The gathered-from storage: element i holds i, so each output names the element it came from.
+static std::vector<float> ramp(int64_t size) {
+  std::vector<float> x(size);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
+  return x;
+}
+
 template <class K> static void run(unsigned gx, unsigned gy, unsigned threads, K kernel) {
   gridDim = {gx, gy, 1};
   blockDim = {threads, 1, 1};
@@ -67,8 +74,7 @@ int main(int argc, char** argv) {
       s.stride[d] = atoll(argv[6 + s.nd + d]);
       n *= s.size[d];
     }
-    std::vector<float> x(atoll(argv[6 + 2 * s.nd]));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
+    const std::vector<float> x = ramp(atoll(argv[6 + 2 * s.nd]));
     y.assign(n, -1.0f);
     auto go = [&](auto tag) {
       using I = decltype(tag);
@@ -95,8 +101,7 @@ int main(int argc, char** argv) {
       w.shift[d] = atoll(argv[6 + 4 * s.nd + d]);
       n *= s.size[d];
     }
-    std::vector<float> x(atoll(argv[6 + 5 * s.nd]));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
+    const std::vector<float> x = ramp(atoll(argv[6 + 5 * s.nd]));
     y.assign(n, -1.0f);
     auto go = [&](auto tag) {
       using I = decltype(tag);
@@ -115,8 +120,7 @@ int main(int argc, char** argv) {
     const int64_t n = atoll(argv[5]);
     std::vector<int64_t> t(n);
     for (int64_t i = 0; i < n; ++i) t[i] = atoll(argv[6 + i]);
-    std::vector<float> x(n / inner * classes * inner);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = (float)i;
+    const std::vector<float> x = ramp(n / inner * classes * inner);
     y.assign(2 * n, -1.0f);
     run(2, 1, 4, [&] { stitch_nll_pick_kernel(x.data(), t.data(), y.data(), n, classes, inner, ignore); });
   } else {  // concat[-slices] first outer inner size0 size1 size2 total grid [gy] (three parts; grid: blocks for all)

@@ -42,12 +42,15 @@ HOLDER = textwrap.dedent(
 )
 
 
-def _start(kind: str, name: str, folder: Path, log: Path, hold_s: float) -> subprocess.Popen[bytes]:
+def _child(script: str, *args: str) -> subprocess.Popen[bytes]:
+    """A helper process running `script` with the window on (no $STITCHCUDA_TIMING_WINDOW)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop(timing_window.WINDOW_ENV, None)
-    return subprocess.Popen(
-        [sys.executable, "-c", HOLDER, kind, name, str(folder), str(log), str(hold_s)], env=env
-    )
+    return subprocess.Popen([sys.executable, "-c", script, *args], env=env)
+
+
+def _start(kind: str, name: str, folder: Path, log: Path, hold_s: float) -> subprocess.Popen[bytes]:
+    return _child(HOLDER, kind, name, str(folder), str(log), str(hold_s))
 
 
 def _events(log: Path) -> list[str]:
@@ -190,8 +193,6 @@ LEAVER = textwrap.dedent(
 
 
 def _leaver(tmp_path: Path, cuda: bool, wait_s: float) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop(timing_window.WINDOW_ENV, None)
     args = [
         str(tmp_path),
         str(tmp_path / "events.log"),
@@ -199,7 +200,7 @@ def _leaver(tmp_path: Path, cuda: bool, wait_s: float) -> subprocess.Popen[bytes
         "1" if cuda else "0",
         str(wait_s),
     ]
-    return subprocess.Popen([sys.executable, "-c", LEAVER, *args], env=env)
+    return _child(LEAVER, *args)
 
 
 def test_a_gpu_process_leaves_after_the_timing_next_door_ends(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ timing the same eager forward differ; shuffling averages over placements inside 
 from __future__ import annotations
 
 import math
-import os
 import random
 import statistics
 import time
@@ -31,16 +30,11 @@ from typing import Any
 import torch
 
 from tools.worker import timing
+from tools.worker.timing_window import SHUFFLE_ENV, shuffle_default  # noqa: F401  (SHUFFLE_ENV: re-exported)
 
 DEFAULT_ROUNDS = 10
-SHUFFLE_ENV = "STITCHCUDA_TIMING_SHUFFLE"
 SPACER_STEP_BYTES = 4096
 SPACER_MAX_BYTES = 64 * 1024 * 1024
-
-
-def shuffle_default() -> bool:
-    """Whether rounds shuffle placements when the caller does not say ($STITCHCUDA_TIMING_SHUFFLE=1)."""
-    return os.environ.get(SHUFFLE_ENV, "").strip().lower() in ("1", "on", "true", "yes")
 
 
 def spacer_bytes(index: int) -> int:

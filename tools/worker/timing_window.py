@@ -33,6 +33,7 @@ from pathlib import Path
 from tools.cache_paths import default_cache_dir
 
 WINDOW_ENV = "STITCHCUDA_TIMING_WINDOW"
+SHUFFLE_ENV = "STITCHCUDA_TIMING_SHUFFLE"  # tools.worker.rounds' placement shuffle (read here: stdlib only)
 WINDOW_FILE = "timing-window.lock"
 GATE_FILE = "timing-window.gate"
 LOCK_FOLDER = "locks"  # inside the build cache, beside the per-build locks (tools.build.cache)
@@ -52,6 +53,13 @@ def window_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
     if not cache_dir:
         cache_dir = default_cache_dir()
     return Path(cache_dir) / LOCK_FOLDER
+
+
+def shuffle_default() -> bool:
+    """Whether timing rounds shuffle placements when the caller does not say ($STITCHCUDA_TIMING_SHUFFLE=1;
+    tools.worker.rounds). Read here so that the baseline cache's key, which must not import torch,
+    and the rounds read it alike."""
+    return os.environ.get(SHUFFLE_ENV, "").strip().lower() in ("1", "on", "true", "yes")
 
 
 def sandbox_paths() -> list[str]:
@@ -98,16 +106,26 @@ def exit_process(code: int, wait_s: float = EXIT_WAIT_S) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if _used and _held() is None and _cuda_initialised():
-        until = time.monotonic() + wait_s
-        gate, window = _open(_used[0] / GATE_FILE), _open(_used[0] / WINDOW_FILE)
-        if _flock_until(gate, fcntl.LOCK_EX, until):  # behind any timing that waits, as busy()
-            _flock_until(window, fcntl.LOCK_SH, until)
-            fcntl.flock(gate, fcntl.LOCK_UN)
+        _take_shared(_open(_used[0] / GATE_FILE), _open(_used[0] / WINDOW_FILE), time.monotonic() + wait_s)
     os._exit(code)  # the window's shared lock goes with this process's last file
 
 
-def _flock_until(fd: int, mode: int, until: float) -> bool:
-    """flock(fd, mode), polling until the monotonic time `until`; whether it got the lock."""
+def _take_shared(gate: int, window: int, until: float | None = None) -> bool:
+    """The window shared, queued at the gate behind any timing that waits; with `until` (monotonic
+    time) it gives up then and says so."""
+    if not _flock_until(gate, fcntl.LOCK_EX, until):
+        return False
+    try:
+        return _flock_until(window, fcntl.LOCK_SH, until)
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def _flock_until(fd: int, mode: int, until: float | None) -> bool:
+    """flock(fd, mode): blocking, or polling until the monotonic time `until`; whether it got the lock."""
+    if until is None:
+        fcntl.flock(fd, mode)
+        return True
     while True:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -163,11 +181,7 @@ def busy(cache_dir: str | os.PathLike[str] | None = None) -> Iterator[float]:
     started = time.perf_counter()
     gate, window = _open(folder / GATE_FILE), _open(folder / WINDOW_FILE)
     try:
-        fcntl.flock(gate, fcntl.LOCK_EX)  # behind any timing that is waiting
-        try:
-            fcntl.flock(window, fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+        _take_shared(gate, window)
         with _holding("busy"):
             yield time.perf_counter() - started
     finally:
