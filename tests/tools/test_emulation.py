@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from support.emulated_programs import emulated_outputs, program_source
 
-from tools.emulation.program import Unsupported, build_module, load_program, rewrite_launches
+from tools.emulation.program import build_module, load_program, rewrite_launches
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "problems"
@@ -156,41 +157,6 @@ def test_the_emulated_runtime_runs_barriers_and_shuffles_and_checks_launches() -
     assert ext.run(0, *ptrs, n) == 0  # an error does not stick past cudaGetLastError
 
 
-def _program(path: Path, levels: int | None = None) -> str:
-    from codegen.emit.assemble import Options, assemble
-    from codegen.schedule.plan import analyse
-    from graph.artifacts import Task
-
-    analysis = analyse(Task(name=path.stem, path=str(path), source=path.read_text()))
-    groups = [s.group.id for s in analysis.steps if s.group is not None and s.group.covered]
-    options = Options(arch="sm_90", levels={g: levels for g in groups} if levels else {})
-    return assemble(analysis, options).source
-
-
-def _outputs(problem: Path, source: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """(reference's outputs, the emulated program's outputs) on the harness's seeds."""
-    try:
-        namespace = load_program(source)
-    except Unsupported as exc:
-        pytest.skip(str(exc))
-    reference: dict[str, Any] = runpy.run_path(str(problem))
-    init = reference["get_init_inputs"]()
-    torch.manual_seed(42)
-    model = reference["Model"](*init)
-    torch.manual_seed(42)
-    ours = namespace["ModelNew"](*init)
-    torch.manual_seed(1)
-    inputs = reference["get_inputs"]()
-    with torch.no_grad():
-        expected = model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-        got = ours(*inputs)
-
-    def flat(value: Any) -> list[torch.Tensor]:
-        return list(value) if isinstance(value, (tuple, list)) else [value]
-
-    return flat(expected), flat(got)
-
-
 FIXTURE_FILES = sorted(FIXTURES.rglob("*.py"))
 SPLIT_FIXTURES = [p for p in FIXTURE_FILES if "Families" in p.stem or "Decomposed" in p.stem]
 
@@ -202,7 +168,7 @@ SPLIT_FIXTURES = [p for p in FIXTURE_FILES if "Families" in p.stem or "Decompose
     ids=[p.stem for p in FIXTURE_FILES] + [f"{p.stem}-split" for p in SPLIT_FIXTURES],
 )
 def test_fixture_programs_compute_the_reference_in_the_emulation(problem: Path, levels: int | None) -> None:
-    expected, got = _outputs(problem, _program(problem, levels))
+    expected, got = emulated_outputs(problem, program_source(problem, levels))
     assert len(got) == len(expected)
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert g.shape == e.shape and g.dtype == e.dtype, f"output {i}"
@@ -227,9 +193,9 @@ def test_launch_knobs_off_their_default_keep_the_reference(fixture: str, knob: s
     """A launch knob the tuner may set (here off its default of 1) runs another kernel through the same
     launcher; it still gives PyTorch's results."""
     problem = FIXTURES / fixture
-    source = _program(problem)
+    source = program_source(problem)
     assert f"'{knob}': 1" in source  # the program's groups carry the knob
-    expected, got = _outputs(problem, source.replace(f"'{knob}': 1", f"'{knob}': {value}"))
+    expected, got = emulated_outputs(problem, source.replace(f"'{knob}': 1", f"'{knob}': {value}"))
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-4, rtol=1e-4), f"output {i}: {float((g - e).abs().max()):.3g}"
 
@@ -239,7 +205,7 @@ def test_a_kernel_that_forgets_its_block_offset_is_caught() -> None:
     """The emulation runs the index math as written: a grid-stride loop that starts every block at
     element 0 computes some elements many times and others never, which the comparison sees."""
     problem = FIXTURES / "level1" / "1_ReLU.py"
-    source = _program(problem)
+    source = program_source(problem)
     loop = (
         "for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) f.vec4(i * 4);"
     )
@@ -247,7 +213,7 @@ def test_a_kernel_that_forgets_its_block_offset_is_caught() -> None:
     # NaN where nothing is written (fresh memory might hold an earlier run's right answer)
     broken = broken.replace("o0 = torch.empty(shape,", 'o0 = torch.full(shape, float("nan"),')
     assert broken.count("i = threadIdx.x; i < n4") == 1 and 'float("nan")' in broken
-    expected, got = _outputs(problem, broken)
+    expected, got = emulated_outputs(problem, broken)
     assert not torch.allclose(got[0], expected[0])
 
 
@@ -297,7 +263,7 @@ def test_arg_reductions_break_ties_and_treat_nan_and_infinities_as_pytorch(tmp_p
     merges across lanes, warps, blocks and split parts must keep PyTorch's answer exactly."""
     problem = tmp_path / "arg_ties.py"
     problem.write_text(ARG_PROBLEM)
-    namespace = load_program(_program(problem))
+    namespace = load_program(program_source(problem))
     reference: dict[str, Any] = runpy.run_path(str(problem))
     torch.manual_seed(3)
     inputs = [_with_ties_and_specials(t) for t in reference["get_inputs"]()]
@@ -306,82 +272,6 @@ def test_arg_reductions_break_ties_and_treat_nan_and_infinities_as_pytorch(tmp_p
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.equal(torch.isnan(g), torch.isnan(e)) and torch.equal(g.nan_to_num(), e.nan_to_num()), (
             f"output {i}: {int((g.nan_to_num() != e.nan_to_num()).sum())} differ"
-        )
-
-
-SCAN_ROWS_PROBLEM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x, m, w):
-        return (
-            torch.cumsum(x, dim=1),
-            torch.cumsum(x.flip(1), 1).flip(1),
-            torch.cumprod(m * 0.01 + 0.995, dim=-1),
-            torch.cumsum(w, dim=1),
-        )
-
-
-def get_inputs():
-    return [torch.rand(3, 3000), torch.rand(2, 4096), torch.rand(2, 4100)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-def test_scans_of_rows_of_one_tile_run_without_ticket_or_look_back(tmp_path: Path) -> None:
-    """Rows of 1025-4096 elements are one tile each: block b scans row b, with no ticket, status words or
-    look-back (rows of 4097 and more take them: the last output walks two tiles)."""
-    problem = tmp_path / "scan_rows.py"
-    problem.write_text(SCAN_ROWS_PROBLEM)
-    expected, got = _outputs(problem, _program(problem))
-    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
-        assert torch.allclose(g, e, atol=1e-3, rtol=1e-4), (
-            f"output {i}: max abs err {float((g - e).abs().max()):.3g}"
-        )
-
-
-SCAN_WALK_PROBLEM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x, m, w):
-        return (
-            torch.cumsum(x * m, dim=1),
-            torch.cumsum(x.flip(1), 1).flip(1),
-            torch.cumprod(w * 0.01 + 0.995, dim=-1),
-        )
-
-
-def get_inputs():
-    return [torch.rand(5, 9000), torch.rand(5, 9000) > 0.5, torch.rand(6, 8195)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-@pytest.mark.parametrize("walk", [0, 1, 2])
-def test_scans_of_rows_of_several_tiles_walk_or_look_back_alike(tmp_path: Path, walk: int) -> None:
-    """The scan's launch knob `walk`: one block walking each row's tiles in order (1; the prefix carried,
-    the next tile's loads issued before this one's scan) and a block a tile with look-back (2) give the
-    reference's scans, masked, reversed and of rows whose length is no multiple of four (the scalar
-    path); 0 is the launcher's choice (these few rows: look-back)."""
-    problem = tmp_path / "scan_walk.py"
-    problem.write_text(SCAN_WALK_PROBLEM)
-    source = _program(problem)
-    assert "'walk': 0" in source
-    expected, got = _outputs(problem, source.replace("'walk': 0", f"'walk': {walk}"))
-    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
-        assert torch.allclose(g, e, atol=1e-3, rtol=1e-4), (
-            f"output {i}: max abs err {float((g - e).abs().max()):.3g}"
         )
 
 
@@ -410,7 +300,7 @@ def test_the_conv_library_traces_its_host_time_per_phase_and_algorithm(tmp_path:
 
     problem = FIXTURES / "level1" / "9_Conv2d.py"
     program = tmp_path / "program.py"
-    program.write_text(_program(problem))
+    program.write_text(program_source(problem))
     env = dict(os.environ, STITCHCUDA_CONV_HOST_TRACE="1", STITCHCUDA_CUDNN_CACHE="off")
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
     done = subprocess.run(
@@ -491,7 +381,7 @@ def test_group_and_instance_norm_in_one_pass_match_the_reference(tmp_path: Path,
     that is an output as well as its epilogue's input takes the statistics + elementwise kernels."""
     problem = tmp_path / "norms.py"
     problem.write_text(GN_PROBLEM)
-    source = _program(problem)
+    source = program_source(problem)
     assert source.count("_ext.gn_moments_") == 1  # the sigmoid's group: its own launcher, for the prologue
     namespace = load_program(source)
     for group in namespace["STITCH_LAUNCH"]:
@@ -538,7 +428,7 @@ def test_long_softmax_rows_read_their_head_from_shared_memory_and_their_tail_aga
     SM: softmax's long-row kernel, float4 and scalar rows, matches PyTorch."""
     problem = tmp_path / "long_rows.py"
     problem.write_text(LONG_ROWS)
-    expected, got = _outputs(problem, _program(problem))
+    expected, got = emulated_outputs(problem, program_source(problem))
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-6, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"
 
@@ -572,7 +462,7 @@ def test_online_max_and_sum_in_batches_keep_pytorch_answers_and_special_values(t
     (NaN, +inf, all -inf, +inf before a NaN) exactly."""
     problem = tmp_path / "online.py"
     problem.write_text(ONLINE_PROBLEM)
-    namespace = load_program(_program(problem))
+    namespace = load_program(program_source(problem))
     reference: dict[str, Any] = runpy.run_path(str(problem))
     torch.manual_seed(5)
     inputs = reference["get_inputs"]()
@@ -620,6 +510,6 @@ def test_wide_adaptive_windows_walk_their_taps_without_dividing(tmp_path: Path) 
     (224 -> 7), wider than a warp (70 -> 1) and over depth (3-D) give PyTorch's result."""
     problem = tmp_path / "wide_pools.py"
     problem.write_text(WIDE_POOLS)
-    expected, got = _outputs(problem, _program(problem))
+    expected, got = emulated_outputs(problem, program_source(problem))
     for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert torch.allclose(g, e, atol=1e-5, rtol=1e-5), f"output {i}: {float((g - e).abs().max()):.3g}"
