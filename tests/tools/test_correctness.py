@@ -192,6 +192,33 @@ def test_strict_mode_fails_what_kernelbench_mode_passes(
         assert strict.signed_trial == "failed", strict.message
 
 
+class FirstCallOff(SecondCallOff):
+    """Off the first time it sees an input, right the second time (a cheat off on alternate calls)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = float(x.sum())
+        y = torch.relu(x)
+        if key not in self.seen:
+            y = y + 1e-3
+        self.seen.add(key)
+        return y
+
+
+def test_a_program_wrong_on_one_call_and_right_on_the_repeat_is_nondeterministic() -> None:
+    """Wrong output alone earns a reward's partial credit; two calls that disagree on the same inputs
+    are the strict error `nondeterministic` (a hack for the reward), whichever call was the wrong one."""
+    strict = correctness.check_correctness(
+        nn.ReLU(), FirstCallOff(), rand_inputs(8, 8), "cpu", trials=3, strict=True
+    )
+    assert not strict.ok
+    assert "nondeterministic" in {f["id"] for f in strict.findings}, strict.findings
+    plain = correctness.check_correctness(
+        nn.ReLU(), nn.Sigmoid(), rand_inputs(8, 8), "cpu", trials=3, strict=True
+    )
+    assert not plain.ok
+    assert "nondeterministic" not in {f["id"] for f in plain.findings}, plain.findings
+
+
 def test_fp16_rounding_fails_the_float64_check_on_the_signed_trial() -> None:
     report = correctness.check_correctness(
         MatMul(),
