@@ -272,7 +272,6 @@ STITCH_LAUNCH_CHOICES: dict[str, tuple[int, ...]] = {
     "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM (0: uncapped)
     "onepass": (1,),  # group norm: the one-pass kernel where the slabs fit (0: statistics + apply)
     "outs": (1, 2, 4),  # pooling with a fixed window: outputs a thread along the width
-    "walk": (1, 2),  # scans of long rows: 1 one block walks a row's tiles, 2 a block a tile with look-back
 }
 
 

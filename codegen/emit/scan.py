@@ -35,20 +35,20 @@ def write_scan(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, 
     if saved:
         helper.lines.append(f"saved = {io.alloc.format('p_shape')}")
     params = io.pro_fields + io.epi_fields + [("const bool*", "mask"), ("float*", "saved"), ("float*", "y")]
-    params += [("int64_t", "outer"), ("int64_t", "n"), ("int64_t", "inner"), ("int", "walk")]
+    params += [("int64_t", "outer"), ("int64_t", "n"), ("int64_t", "inner")]
     code, direction = SCAN_OP_CODES[anchor.op], "true" if reverse else "false"
     body = "\n".join(
         [
             io.pro_init,
             io.epi_init,
             f"  return stitch_scan_run<{code}, {direction}, {io.pro}, {io.epi}>"
-            "(pro, epi, mask, saved, y, outer, n, inner, walk, stream);",
+            "(pro, epi, mask, saved, y, outer, n, inner, stream);",
         ]
     )
     io.add_epilogue_args(helper, "p_shape")
     launcher = writer.unit.launcher("scan", params, body, group.id)
     tail = ["m.data_ptr()" if mask is not None else "0", "saved.data_ptr()" if saved else "0", "y.data_ptr()"]
-    tail += ["outer", "n", "inner", helper.knob("walk", 0), "_stitch_stream(y)"]
+    tail += ["outer", "n", "inner", "_stitch_stream(y)"]
     helper.lines.append(f"_ext.{launcher}({', '.join(io.call + tail)})")
     helper.returns = io.returns(group, saved)
     template = "scan_reverse" if reverse else "scan"

@@ -26,11 +26,8 @@
 #     (evals.device.placement_probe, inside the clock probe: the SM clock alongside)?
 #  ray (issue 12, point 4; about 120 s): the Ray executor runs a problem as a one-GPU task
 #     (tests/gpu/test_timing_gpu.py's Ray test); carry .whl and .whl-ray (fetch_wheels.sh, fetch_wheels.sh --ray).
-#  scan (owed by the nineteenth session, about 150 s): the scans of long rows with the launch knob `walk` at 1
-#     (one block walks each row's tiles) against 2 (a block a tile, look-back), alternated twice
-#     (out/scan-walk1, out/scan-walk2: cumsum, masked cumsum, reverse cumsum; 16384-element rows).
 #   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
-#   device: bash evals/device/next_probes.sh [ew|host|dw|placement|ray|scan]  (carry the folders that part reads)
+#   device: bash evals/device/next_probes.sh [ew|host|dw|placement|ray]  (carry the folders that part reads)
 set -u
 AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
 EW="level1/2_GELU level1/1_ReLU level1/3_SiLU"
@@ -41,12 +38,6 @@ if [ "${1:-}" = "ew" ]; then  # part 4, a call of its own
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u2 2
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u4 1
     tar czf "${OUT:-/tmp}/ew-logs.tgz" -C /tmp/ew .
-    exit 0
-fi
-if [ "${1:-}" = "scan" ]; then  # part 9: carry out/scan-walk1, out/scan-walk2
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-    OUT=/tmp/scan AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/scan-walk1 out/scan-walk2 2
-    tar czf "${OUT:-/tmp}/scan-logs.tgz" -C /tmp/scan .
     exit 0
 fi
 if [ "${1:-}" = "ray" ]; then  # part 8: carry .whl and .whl-ray
@@ -115,13 +106,6 @@ if [ "${1:-}" = "--write" ]; then
     cp -r out/pool-outs1 out/pool-outs2
     sed -i "s/'outs': 1/'outs': 2/g" out/pool-outs2/*.request.json
     grep -q "'outs': 2" out/pool-outs2/level1__10_MaxPool2d.request.json
-    rm -rf out/scan-walk1 out/scan-walk2
-    python -m evals.device.verify_probe --write out/scan-walk1 level1/40_Cumsum level1/44_MaskedCumsum \
-        level1/42_ReverseCumsum
-    cp -r out/scan-walk1 out/scan-walk2
-    sed -i "s/'walk': 0/'walk': 1/g" out/scan-walk1/*.request.json
-    sed -i "s/'walk': 0/'walk': 2/g" out/scan-walk2/*.request.json
-    grep -q "'walk': 2" out/scan-walk2/level1__40_Cumsum.request.json
     rm -rf out/ab-base out/ab-head out/ab-outs4 out/ew-u1 out/ew-u2 out/ew-u4 out/probe-issue2
     python -m evals.device.verify_probe --write out/probe-issue2 level1/1_ReLU level1/27_AvgPool2d_NoPadCount \
         level1/15_Conv2d_Dilated

@@ -5,9 +5,8 @@
 // finishes output element e. Indices e are physical (row-major) positions, so epilogue operands line up.
 //
 // Kernels: inner == 1 and short rows: one warp per row, carry across 128-element chunks;
-// inner == 1 and long rows: 4096-element tiles, either one block each with decoupled look-back for the
-// tile's prefix, or one block a row walking its tiles in order (the launch knob `walk`); both one pass:
-// the input is read once and the output written once; inner > 1: one thread per column.
+// inner == 1 and long rows: 4096-element tiles, one block each, decoupled look-back for the tile's prefix
+// (one pass: the input is read once and the output written once); inner > 1: one thread per column.
 
 #define STITCH_SCAN_THREADS 256
 #define STITCH_SCAN_ITERS 4  // 128-element chunks per warp in a tile
@@ -140,19 +139,6 @@ __global__ void stitch_scan_warp_kernel(Pro pro, Epi epi, const bool* mask, floa
   }
 }
 
-// Run by warp 0 after a barrier: replaces the block's WARPS warp totals in `s_warp` by their exclusive
-// prefixes and returns the block's total (every lane of warp 0).
-template <int OP, int WARPS>
-__device__ __forceinline__ float stitch_scan_block_totals(float* s_warp) {
-  const int lane = threadIdx.x & 31;
-  const float w = lane < WARPS ? s_warp[lane] : stitch_scan_identity<OP>();
-  const float incl = stitch_warp_scan<OP>(w);
-  float excl = __shfl_up_sync(STITCH_FULL_MASK, incl, 1);
-  if (lane == 0) excl = stitch_scan_identity<OP>();
-  if (lane < WARPS) s_warp[lane] = excl;
-  return __shfl_sync(STITCH_FULL_MASK, incl, 31);
-}
-
 // Look-back status word of a tile: flag in the high 32 bits (0 not ready, 1 tile aggregate, 2 inclusive
 // prefix of the row up to and including the tile), the float value's bits in the low 32. One 64-bit word
 // so that flag and value are published together.
@@ -193,7 +179,12 @@ __global__ void __launch_bounds__(STITCH_SCAN_THREADS)
   if (lane == 0) s_warp[warp] = total;
   __syncthreads();
   if (warp == 0) {
-    const float aggregate = stitch_scan_block_totals<OP, WARPS>(s_warp);
+    const float w = lane < WARPS ? s_warp[lane] : stitch_scan_identity<OP>();
+    const float incl = stitch_warp_scan<OP>(w);
+    float excl = __shfl_up_sync(STITCH_FULL_MASK, incl, 1);
+    if (lane == 0) excl = stitch_scan_identity<OP>();
+    const float aggregate = __shfl_sync(STITCH_FULL_MASK, incl, 31);
+    if (lane < WARPS) s_warp[lane] = excl;
     if (lane == 0) {
       float prefix = stitch_scan_identity<OP>();
       if (chunk == 0) {
@@ -220,62 +211,6 @@ __global__ void __launch_bounds__(STITCH_SCAN_THREADS)
 #pragma unroll
     for (int k = 0; k < 4; ++k) v[it][k] = stitch_scan_op<OP>(pre, v[it][k]);
     stitch_scan_store4<REVERSE>(epi, y, base, n, j0 + 128 * it, vec, v[it]);
-  }
-}
-
-// inner == 1, long rows, many of them: one block a row (grid-stride over rows), walking the row's tiles in
-// order and carrying the prefix: no ticket, status words or look-back, and the next tile's loads are in
-// flight while this one is scanned and stored. The warp prefixes are double-buffered, so a tile needs
-// two barriers: a warp still reading one tile's buffer is behind the other's first barrier.
-template <int OP, bool REVERSE, class Pro, class Epi>
-__global__ void __launch_bounds__(STITCH_SCAN_THREADS)
-    stitch_scan_walk_kernel(Pro pro, Epi epi, const bool* mask, float* saved, float* y, int64_t rows, int64_t n,
-                            bool vec) {
-  constexpr int WARPS = STITCH_SCAN_THREADS / 32;
-  __shared__ float s_warp[2][WARPS + 1];  // per buffer: the warps' exclusive prefixes, then the tile's total
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int64_t offset = (int64_t)warp * (128 * STITCH_SCAN_ITERS) + 4 * lane;
-  int buf = 0;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t base = row * n;
-    float v[STITCH_SCAN_ITERS][4];
-    float next[STITCH_SCAN_ITERS][4];
-#pragma unroll
-    for (int it = 0; it < STITCH_SCAN_ITERS; ++it) {
-      stitch_scan_load4<OP, REVERSE>(pro, mask, saved, base, n, offset + 128 * it, vec, v[it]);
-    }
-    float carry = stitch_scan_identity<OP>();
-    for (int64_t t0 = 0; t0 < n; t0 += STITCH_SCAN_TILE) {
-      const int64_t j0 = t0 + offset;
-      if (t0 + STITCH_SCAN_TILE < n) {
-#pragma unroll
-        for (int it = 0; it < STITCH_SCAN_ITERS; ++it) {
-          stitch_scan_load4<OP, REVERSE>(pro, mask, saved, base, n, j0 + STITCH_SCAN_TILE + 128 * it, vec, next[it]);
-        }
-      }
-      const float total = stitch_scan_warp_segment<OP, STITCH_SCAN_ITERS>(v);
-      if (lane == 0) s_warp[buf][warp] = total;
-      __syncthreads();
-      if (warp == 0) {
-        const float aggregate = stitch_scan_block_totals<OP, WARPS>(s_warp[buf]);
-        if (lane == 0) s_warp[buf][WARPS] = aggregate;
-      }
-      __syncthreads();
-      const float pre = stitch_scan_op<OP>(carry, s_warp[buf][warp]);
-      carry = stitch_scan_op<OP>(carry, s_warp[buf][WARPS]);
-      buf ^= 1;
-#pragma unroll
-      for (int it = 0; it < STITCH_SCAN_ITERS; ++it) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          v[it][k] = stitch_scan_op<OP>(pre, v[it][k]);
-        }
-        stitch_scan_store4<REVERSE>(epi, y, base, n, j0 + 128 * it, vec, v[it]);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) v[it][k] = next[it][k];
-      }
-    }
   }
 }
 
@@ -313,14 +248,9 @@ __global__ void __launch_bounds__(256, 4) stitch_scan_cols_kernel(Pro pro, Epi e
   }
 }
 
-// `walk` (the launch knob): rows of several tiles are scanned by 1 one block a row walking its tiles, 2 one
-// block a tile with look-back, 0 the launcher's choice: walking where the rows alone fill the GPU
-// (STITCH_SCAN_WALK_ROWS_PER_SM resident-sized blocks an SM), look-back where a few long rows need every
-// SM inside each row.
-#define STITCH_SCAN_WALK_ROWS_PER_SM 8
 template <int OP, bool REVERSE, class Pro, class Epi>
 static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, float* saved, float* y, int64_t outer,
-                           int64_t n, int64_t inner, int walk, cudaStream_t stream) {
+                           int64_t n, int64_t inner, cudaStream_t stream) {
   if (outer <= 0 || n <= 0 || inner <= 0) return (int)cudaGetLastError();
   if (inner > 1) {
     const unsigned grid = stitch_grid(outer * inner, 256, 0);  // uncapped: one thread per column
@@ -336,13 +266,6 @@ static int stitch_scan_run(const Pro& pro, const Epi& epi, const bool* mask, flo
     return (int)cudaGetLastError();
   }
   const int64_t tiles_per_row = (n + STITCH_SCAN_TILE - 1) / STITCH_SCAN_TILE;
-  if (walk == 0) walk = outer >= (int64_t)STITCH_SCAN_WALK_ROWS_PER_SM * stitch_sm_count() ? 1 : 2;
-  if (tiles_per_row > 1 && walk == 1) {  // grid-stride over the rows
-    const unsigned grid = (unsigned)(outer < 2147483647LL ? outer : 2147483647LL);
-    stitch_scan_walk_kernel<OP, REVERSE, Pro, Epi><<<grid, STITCH_SCAN_THREADS, 0, stream>>>(
-        pro, epi, mask, saved, y, outer, n, vec);
-    return (int)cudaGetLastError();
-  }
   const int64_t tiles = outer * tiles_per_row;
   if (tiles > 2147483647LL) return (int)cudaErrorInvalidConfiguration;
   if (tiles_per_row == 1) {  // one tile a row: no look-back, so no status words, ticket or memset
