@@ -19,15 +19,19 @@
 #     then Nsight Compute side by side (eager, ours, torch.compile) on the depthwise problems and on three
 #     memory-bound problems within 5% of eager (out/ncu-dw, out/ncu-roof); last, the pools' launch knob
 #     outs at 2 against 1 (out/pool-outs1, out/pool-outs2).
-#  placement (owed by the eighteenth session, about 300 s, no folders): does an eager forward's strict
+#  placement (run in the nineteenth session on an H100, 344 s with the scan A/B; no folders): does an eager forward's strict
 #     time depend on where its buffers sit, and does the rounds' placement shuffle narrow the spread
 #     between processes; do the verifier's checks between calls, or a neighbour's memory churn
 #     (allocate and free, no kernel), slow it
 #     (evals.device.placement_probe, inside the clock probe: the SM clock alongside)?
-#  ray (issue 12, point 4; about 120 s): the Ray executor runs a problem as a one-GPU task
+#  ray (issue 12, point 4; run in the nineteenth session on an H100, 163 s): the Ray executor runs a problem as a one-GPU task
 #     (tests/gpu/test_timing_gpu.py's Ray test); carry .whl and .whl-ray (fetch_wheels.sh, fetch_wheels.sh --ray).
+#  release (owed by the nineteenth session, about 150 s, no folders): after a neighbour process lets go of
+#     2 GiB of device memory (killed, or freeing it alive), how long does a memory-bound eager forward
+#     stay slow (evals.device.release_probe: per-round means against the time since the release)? The
+#     quiet window's wait after a GPU process exits is to be set from it.
 #   CPU:    bash evals/device/next_probes.sh --write        (writes every folder above)
-#   device: bash evals/device/next_probes.sh [ew|host|dw|placement|ray]  (carry the folders that part reads)
+#   device: bash evals/device/next_probes.sh [ew|host|dw|placement|ray|release]  (carry the folders that part reads)
 set -u
 AB_PROBLEMS="level1/10_MaxPool2d level1/25_MaxPool1d_Dilated level1/27_AvgPool2d_NoPadCount level1/7_MaxReduction level1/30_GroupNorm level1/45_Cumsum_MiddleDim"
 EW="level1/2_GELU level1/1_ReLU level1/3_SiLU"
@@ -38,6 +42,15 @@ if [ "${1:-}" = "ew" ]; then  # part 4, a call of its own
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u2 2
     OUT=/tmp/ew AB_TIMEOUT=100 bash evals/device/ab_probe.sh out/ew-u1 out/ew-u4 1
     tar czf "${OUT:-/tmp}/ew-logs.tgz" -C /tmp/ew .
+    exit 0
+fi
+if [ "${1:-}" = "release" ]; then  # part 9: issue 12's agreement, the aftermath of a release
+    export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    mkdir -p /tmp/release
+    timeout 400 python3 -m evals.device.release_probe > /tmp/release/probe.log 2>&1
+    grep -E "^\|" /tmp/release/probe.log; tail -2 /tmp/release/probe.log | cut -c1-300
+    tar czf "${OUT:-/tmp}/release-logs.tgz" -C /tmp/release .
     exit 0
 fi
 if [ "${1:-}" = "ray" ]; then  # part 8: carry .whl and .whl-ray

@@ -94,25 +94,34 @@ def churning(on: bool) -> Iterator[None]:
         neighbour.wait()
 
 
-def measure(path: Path, repeats: int, churn: bool = False) -> dict[str, Any]:
-    """In this process: the eager forward's strict times without ("off") and with ("on") the shuffle,
-    with the verifier's between-call work on the candidate's side ("checked"), and beside a
-    neighbour's memory churn ("churn", when asked and on a GPU)."""
+def eager_setup(path: Path) -> tuple[Any, list[Any], Any]:
+    """(model, inputs, device) of a problem file as the baseline step prepares them: fp32, precision
+    pinned, seed 42, inputs drawn on the device (a GPU when there is one)."""
     import torch
 
     from tools.baselines import construct_model, draw_problem_inputs
-    from tools.worker.compare import BufferedMatch
     from tools.worker.guards import pin_precision
-    from tools.worker.inputs import clone_inputs
     from tools.worker.loading import exec_problem_source
-    from tools.worker.rounds import Contestant, time_in_rounds
 
     problem = exec_problem_source(path.read_text(), path.stem, "problem.py")
     pin_precision()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = construct_model(problem, device, torch.float32, 42)
     request = {"mode": "strict", "seed": 42, "inputs_on_device": True}
-    inputs = draw_problem_inputs(problem, device, torch.float32, request)
+    return model, draw_problem_inputs(problem, device, torch.float32, request), device
+
+
+def measure(path: Path, repeats: int, churn: bool = False) -> dict[str, Any]:
+    """In this process: the eager forward's strict times without ("off") and with ("on") the shuffle,
+    with the verifier's between-call work on the candidate's side ("checked"), and beside a
+    neighbour's memory churn ("churn", when asked and on a GPU)."""
+    import torch
+
+    from tools.worker.compare import BufferedMatch
+    from tools.worker.inputs import clone_inputs
+    from tools.worker.rounds import Contestant, time_in_rounds
+
+    model, inputs, device = eager_setup(path)
     with torch.no_grad():
         matcher = BufferedMatch([model(*clone_inputs(inputs))], 1e-4, 1e-4)
     # what the verifier does after each of the candidate's timed calls (eager's have none): the output
