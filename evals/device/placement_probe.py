@@ -194,6 +194,18 @@ def child(path: Path, repeats: int, churn: bool) -> dict[str, Any]:
     return dict(json.loads(lines[-1]))
 
 
+def problem_paths(
+    parser: argparse.ArgumentParser, given: list[Path], defaults: tuple[str, ...]
+) -> list[Path]:
+    """The problem files to probe: those given, else the suite's `defaults`; a missing one is a usage
+    error."""
+    paths = given or [SUITE / name for name in defaults]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        parser.error(f"no such problem file: {', '.join(missing)}")
+    return paths
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     columns = [k for k in rows[0] if k not in ("problem", "processes")]
     lines = ["| problem | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
@@ -218,10 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child is not None:
         print(json.dumps(measure(args.child, args.repeats, args.churn)), flush=True)
         return 0
-    paths = args.problems or [SUITE / name for name in DEFAULT_PROBLEMS]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        parser.error(f"no such problem file: {', '.join(missing)}")
+    paths = problem_paths(parser, args.problems, DEFAULT_PROBLEMS)
     rows = []
     for path in paths:
         runs = [child(path, args.repeats, not args.no_churn) for _ in range(args.processes)]

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.device.placement_probe import SUITE, eager_setup
+from evals.device.placement_probe import eager_setup, problem_paths
 
 DEFAULT_PROBLEMS = ("level1/1_ReLU.py", "level1/30_GroupNorm.py", "level1/7_MaxReduction.py")
 BUCKETS_S = (0.05, 0.2, 0.5, 1.0, 2.0, 4.0)  # upper edges; the last bucket is everything later
@@ -162,10 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (the neighbour's memory and the timed calls live there)")
-    paths = args.problems or [SUITE / name for name in DEFAULT_PROBLEMS]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        parser.error(f"no such problem file: {', '.join(missing)}")
+    paths = problem_paths(parser, args.problems, DEFAULT_PROBLEMS)
     rows = []
     for path in paths:
         rows.append(measure(path, args.rounds, args.gib, args.trials))

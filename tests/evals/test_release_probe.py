@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evals.device import release_probe
+from evals.device import placement_probe, release_probe
 
 
 def test_rounds_fall_into_buckets_of_time_since_the_release() -> None:
@@ -36,4 +36,4 @@ def test_without_a_gpu_the_probe_refuses_and_the_neighbour_does_not_start() -> N
     with pytest.raises(RuntimeError, match="did not start"):
         release_probe.released("exit", 0.001)
     for name in release_probe.DEFAULT_PROBLEMS:
-        assert (release_probe.SUITE / name).is_file(), name
+        assert (placement_probe.SUITE / name).is_file(), name
