@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.cache_paths import default_cache_dir
+from tools.worker.cpu_pinning import pinning_spec
 from tools.worker.timing_window import SHUFFLE_ENV, shuffle_default  # noqa: F401  (stdlib only; SHUFFLE_ENV re-exported)
 
 CACHE_FILE = "baselines.json"
@@ -31,7 +32,13 @@ CACHE_ENV = "STITCHCUDA_BASELINE_CACHE"  # a file, or a folder that holds baseli
 DEFAULT_ROUNDS = 10  # tools.worker.rounds.DEFAULT_ROUNDS (checked by a test; no torch import here)
 # How a time is taken: the timer, its rounds, and what keeps other work off the machine meanwhile
 # (a cached time measured beside a worker's GPU work, before the device lock was shared, is stale).
-_TIMING_CODE = ("worker/timing.py", "worker/rounds.py", "worker/gpu_lock.py", "worker/timing_window.py")
+_TIMING_CODE = (
+    "worker/timing.py",
+    "worker/rounds.py",
+    "worker/gpu_lock.py",
+    "worker/timing_window.py",
+    "worker/cpu_pinning.py",
+)
 
 
 def problem_hash(source: str) -> str:
@@ -63,7 +70,9 @@ def timing_method(request: dict[str, Any]) -> str:
         f":rounds={timing_rounds(request)}"
         f":trials={int(request.get('perf_trials', 100))}:precision={request.get('precision', 'fp32')}"
         f":seed={int(request.get('seed', 42))}:inputs={'device' if inputs_on_device(request) else 'host'}"
-        ":grad=off" + (":shuffle=on" if shuffle_default() else "")
+        ":grad=off"
+        + (":shuffle=on" if shuffle_default() else "")
+        + (f":cpus={pinning_spec()}" if pinning_spec() else "")
     )
 
 

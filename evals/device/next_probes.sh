@@ -19,7 +19,8 @@
 #     then Nsight Compute side by side (eager, ours, torch.compile) on the depthwise problems and on three
 #     memory-bound problems within 5% of eager (out/ncu-dw, out/ncu-roof); last, the pools' launch knob
 #     outs at 2 against 1 (out/pool-outs1, out/pool-outs2).
-#  placement (run in the nineteenth session on an H100, 344 s with the scan A/B; no folders): does an eager forward's strict
+#  placement (run in the nineteenth session on an H100, 344 s with the scan A/B; to run again with its new `pinned`
+#     setting and issue times, about 350 s; no folders): does an eager forward's strict
 #     time depend on where its buffers sit, and does the rounds' placement shuffle narrow the spread
 #     between processes; do the verifier's checks between calls, or a neighbour's memory churn
 #     (allocate and free, no kernel), slow it

@@ -26,6 +26,15 @@ one process's repeats (mean over processes); with the shuffle, `rounds`, the spr
 means (one placement each); `checked / off` and `churn / off`, those settings' means over the plain one. Placement
 matters if `rounds` is wide; the shuffle helps if its `across` is narrower than without.
 
+Run on an H100 (nineteenth session, docs/benchmarks.md): the shuffle did not narrow `across` (each
+process keeps a level of its own), the checks cost nothing, the churn up to 15%. The next suspect is
+the host: each strict call's issue time is inside its time. A fifth setting, `pinned`, times eager
+with the timing thread on the first core of the GPU's NUMA node (tools.worker.cpu_pinning, `gpu1`;
+unpinned when sysfs does not say), before the churn; `pinned across %` beside `off across %` says
+whether pinning narrows the spread between processes, and `off issue us` / `off issue across us`
+(the mean host time from the start event to the call's return, and its spread between processes)
+whether the processes' levels follow their issue times.
+
     python3 -m evals.device.placement_probe [--processes 3] [--repeats 2] [PROBLEM.py ...]
 """
 
@@ -135,15 +144,26 @@ def measure(path: Path, repeats: int, churn: bool = False) -> dict[str, Any]:
 
     checked = Contestant("eager", model, check, after_call)
     found: dict[str, Any] = {"device": str(device), "on_rounds": []}
-    settings = [("off", False), ("on", False), ("checked", False)]
+    settings = [("off", False), ("on", False), ("checked", False), ("pinned", False)]
     settings += [("churn", True)] if churn and device.type == "cuda" else []
     with torch.no_grad():
         for _ in range(repeats):
             for name, neighbour in settings:
                 contestant = checked if name == "checked" else Contestant("eager", model)
                 with churning(neighbour):
-                    info = time_in_rounds([contestant], [inputs], device, shuffle=name == "on")
+                    info = time_in_rounds(
+                        [contestant],
+                        [inputs],
+                        device,
+                        shuffle=name == "on",
+                        pin="gpu1" if name == "pinned" else "",
+                    )
                 found.setdefault(name, []).append(float(info["eager"]["mean_ms"]))
+                found.setdefault(f"{name}_issue_ms", []).append(
+                    float(info["eager"].get("issue_mean_ms", 0.0))
+                )
+                if name == "pinned":
+                    found["pinned_cpus"] = info.get("cpus")
                 if name == "on":
                     found["on_rounds"].extend(info["eager"]["round_means_ms"])
     return found
@@ -163,7 +183,12 @@ def summarise(problem: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         row[f"{key} across %"] = 100 * spread(means)
         row[f"{key} within %"] = 100 * statistics.fmean(spread(run[key]) for run in runs)
     row["on rounds %"] = 100 * statistics.fmean(spread(run["on_rounds"]) for run in runs)
-    for setting in ("checked", "churn"):
+    pinned = [statistics.fmean(run["pinned"]) for run in runs if run.get("pinned")]
+    row["pinned across %"] = 100 * spread(pinned) if pinned else float("nan")
+    issues = [statistics.fmean(run["off_issue_ms"]) for run in runs if run.get("off_issue_ms")]
+    row["off issue us"] = 1000 * statistics.fmean(issues) if issues else float("nan")
+    row["off issue across us"] = 1000 * (max(issues) - min(issues)) if issues else float("nan")
+    for setting in ("checked", "pinned", "churn"):
         ratios = [
             statistics.fmean(run[setting]) / statistics.fmean(run["off"]) for run in runs if run.get(setting)
         ]

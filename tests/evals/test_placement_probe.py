@@ -25,6 +25,18 @@ def test_the_spreads_of_a_row_come_from_the_processes_measurements() -> None:
     assert placement_probe.spread([2.0]) == 0.0
 
 
+def test_pinned_and_issue_columns_come_from_their_settings() -> None:
+    runs = [
+        {"off": [1.0], "on": [1.0], "on_rounds": [1.0], "pinned": [1.0], "off_issue_ms": [0.020, 0.030]},
+        {"off": [1.0], "on": [1.0], "on_rounds": [1.0], "pinned": [1.02], "off_issue_ms": [0.045]},
+    ]
+    row = placement_probe.summarise("p", runs)
+    assert row["pinned across %"] == pytest.approx(2.0)
+    assert row["pinned / off"] == pytest.approx(1.01)
+    assert row["off issue us"] == pytest.approx(35.0)  # the processes' means 25 and 45 us
+    assert row["off issue across us"] == pytest.approx(20.0)
+
+
 def test_the_probe_times_a_problem_in_fresh_processes(capsys: pytest.CaptureFixture[str]) -> None:
     path = FIXTURES / "problems" / "scale_relu.py"
     assert placement_probe.main(["--processes", "2", "--repeats", "1", str(path)]) == 0

@@ -11,10 +11,10 @@ visible in every answer. The caller holds the quiet timing window (tools.worker.
 
 Placement shuffle ($STITCHCUDA_TIMING_SHUFFLE=1, or shuffle=True): each round first allocates a spacer
 of a size set by the round's index (the same sequence in every process), so the caching allocator
-puts that round's input clones, outputs and L2-flush buffer at other addresses. A hypothesis under
-test (docs/timing.md, "Eager agreement"): a memory-bound kernel's time depends by a few percent on
-where its buffers sit, and one process keeps one placement for all its calls, so two processes
-timing the same eager forward differ; shuffling averages over placements inside each measurement.
+puts that round's input clones, outputs and L2-flush buffer at other addresses. Measured on an H100
+(docs/timing.md, "Eager agreement"): placement moves a round's mean by 3-7%, but the spread between
+processes stayed as wide, so it is off by default. CPU pinning of the timing thread
+($STITCHCUDA_TIMING_CPUS, tools.worker.cpu_pinning) is the next remedy under test, off likewise.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from tools.worker import timing
+from tools.worker import cpu_pinning, timing
 from tools.worker.timing_window import SHUFFLE_ENV, shuffle_default  # noqa: F401  (SHUFFLE_ENV: re-exported)
 
 DEFAULT_ROUNDS = 10
@@ -155,39 +155,19 @@ def _ratio_stats(first: Contestant, other: Contestant) -> dict[str, Any]:
     }
 
 
-def time_in_rounds(
+def _run_rounds(
     contestants: Sequence[Contestant],
+    method: str,
     input_sets: Sequence[Sequence[Any]],
-    device: torch.device | str,
-    *,
-    method: str = "strict",
-    warmup: int = 3,
-    trials: int = 100,
-    rounds: int = DEFAULT_ROUNDS,
-    budget_s: float | None = None,
-    before_flush: Callable[[], None] | None = None,
-    shuffle: bool | None = None,
-) -> dict[str, Any]:
-    """Time every contestant in `rounds` interleaved rounds of about trials/rounds calls each.
-
-    input_sets: the identically prepared inputs every contestant is called on (KernelBench's method
-    uses set 0 only, as KernelBench does). Round 0 carries the warm-ups and the discarded first call;
-    later rounds run when the budget (seconds, for all rounds) holds another one, so at least one
-    round always runs. shuffle: a placement spacer per round on a CUDA device (module docstring; None:
-    $STITCHCUDA_TIMING_SHUFFLE). A contestant's exception comes out as ContestantFailed. Returns
-    {name: stats (mean, median, cv, rounds ...)}, "order" (the blocks as they ran), "rounds",
-    "ratios" ({name: stats of name/first per round}) and "shuffle" (the spacers' bytes, when on).
-    """
-    if method not in ("strict", "kernelbench"):
-        raise ValueError(f"unknown timing method {method!r} (strict or kernelbench)")
-    if not contestants:
-        raise ValueError("time_in_rounds needs at least one contestant")
-    if trials < 1 or rounds < 1:
-        raise ValueError(f"trials and rounds must be >= 1, got {trials} and {rounds}")
-    device = torch.device(device)
-    rounds = min(rounds, trials)
-    calls = math.ceil(trials / rounds)
-    shuffle = (shuffle_default() if shuffle is None else shuffle) and device.type == "cuda"
+    device: torch.device,
+    warmup: int,
+    calls: int,
+    rounds: int,
+    budget_s: float | None,
+    before_flush: Callable[[], None] | None,
+    shuffle: bool,
+) -> tuple[list[str], list[int]]:
+    """The rounds themselves; (the blocks' order, the spacers' bytes)."""
     spacers: list[int] = []
     order: list[str] = []
     started = time.perf_counter()
@@ -217,10 +197,59 @@ def time_in_rounds(
             per_round = time.perf_counter() - round_started
             if spent + per_round > budget_s:
                 break
+    return order, spacers
+
+
+def time_in_rounds(
+    contestants: Sequence[Contestant],
+    input_sets: Sequence[Sequence[Any]],
+    device: torch.device | str,
+    *,
+    method: str = "strict",
+    warmup: int = 3,
+    trials: int = 100,
+    rounds: int = DEFAULT_ROUNDS,
+    budget_s: float | None = None,
+    before_flush: Callable[[], None] | None = None,
+    shuffle: bool | None = None,
+    pin: str | None = None,
+) -> dict[str, Any]:
+    """Time every contestant in `rounds` interleaved rounds of about trials/rounds calls each.
+
+    input_sets: the identically prepared inputs every contestant is called on (KernelBench's method
+    uses set 0 only, as KernelBench does). Round 0 carries the warm-ups and the discarded first call;
+    later rounds run when the budget (seconds, for all rounds) holds another one, so at least one
+    round always runs. shuffle: a placement spacer per round on a CUDA device (module docstring; None:
+    $STITCHCUDA_TIMING_SHUFFLE). pin: the cores the timing thread runs on (tools.worker.cpu_pinning's
+    spec; None: $STITCHCUDA_TIMING_CPUS). A contestant's exception comes out as ContestantFailed.
+    Returns {name: stats (mean, median, cv, rounds ...)}, "order" (the blocks as they ran), "rounds",
+    "ratios" ({name: stats of name/first per round}), "shuffle" (the spacers' bytes, when on) and
+    "cpus" (the cores, when pinned).
+    """
+    if method not in ("strict", "kernelbench"):
+        raise ValueError(f"unknown timing method {method!r} (strict or kernelbench)")
+    if not contestants:
+        raise ValueError("time_in_rounds needs at least one contestant")
+    if trials < 1 or rounds < 1:
+        raise ValueError(f"trials and rounds must be >= 1, got {trials} and {rounds}")
+    device = torch.device(device)
+    rounds = min(rounds, trials)
+    calls = math.ceil(trials / rounds)
+    shuffle = (shuffle_default() if shuffle is None else shuffle) and device.type == "cuda"
+    spec = cpu_pinning.pinning_spec() if pin is None else pin
+    cpus = cpu_pinning.cpus_for(
+        spec, cpu_pinning.pci_bus_id(device) if spec and device.type == "cuda" else None
+    )
+    with cpu_pinning.pinned(cpus) as used:
+        order, spacers = _run_rounds(
+            contestants, method, input_sets, device, warmup, calls, rounds, budget_s, before_flush, shuffle
+        )
     info: dict[str, Any] = {c.name: _summary(c, method, len(input_sets)) for c in contestants}
     info["order"] = order
     info["rounds"] = len(contestants[0].round_means)
     info["ratios"] = {c.name: _ratio_stats(contestants[0], c) for c in contestants[1:]}
     if shuffle:
         info["shuffle"] = spacers
+    if used:
+        info["cpus"] = sorted(used)
     return info
