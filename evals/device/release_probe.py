@@ -2,7 +2,7 @@
 
 Measured (evals.device.placement_probe, nineteenth session, H100): a neighbour allocating and freeing
 2 GiB in a loop slowed eager 8.5-15% on three memory-bound problems, and the timing that followed its
-death was 2-13% slower than the same process's first on four of six. If the driver's work after a
+death was 1.4-12.9% slower than the same process's first on three of six. If the driver's work after a
 release (unmapping, scrubbing the freed memory) outlasts the process, the quiet window must wait that
 long after a GPU process exits, not only while it exits. This probe draws the curve: in one process,
 consecutive rounds of synchronised calls of a problem's eager forward (events around each call), timed
