@@ -65,14 +65,13 @@ def timing_method(request: dict[str, Any]) -> str:
     for name in _TIMING_CODE:
         digest.update((Path(__file__).parent / name).read_bytes())
     code = digest.hexdigest()[:12]
+    pinning = pinning_spec()
     return (
         f"{harness_mode(request)}@{code}:warmup={int(request.get('warmup', 3))}"
         f":rounds={timing_rounds(request)}"
         f":trials={int(request.get('perf_trials', 100))}:precision={request.get('precision', 'fp32')}"
         f":seed={int(request.get('seed', 42))}:inputs={'device' if inputs_on_device(request) else 'host'}"
-        ":grad=off"
-        + (":shuffle=on" if shuffle_default() else "")
-        + (f":cpus={pinning_spec()}" if pinning_spec() else "")
+        ":grad=off" + (":shuffle=on" if shuffle_default() else "") + (f":cpus={pinning}" if pinning else "")
     )
 
 

@@ -64,19 +64,25 @@ DEFAULT_PROBLEMS = (
 )
 
 
-# A neighbour that maps and unmaps device memory and runs no kernel (driver API through ctypes: it
-# starts in a fraction of a second, without torch).
-CHURN = """
+# The start of a neighbour process: a CUDA context of its own through the driver API (ctypes; it starts
+# in a fraction of a second, without torch), `cuda` and a device pointer `ptr` for what follows.
+DRIVER_NEIGHBOUR = """
 import ctypes, sys
 cuda = ctypes.CDLL("libcuda.so.1")
 dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
 assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
 assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+"""
+# A neighbour that maps and unmaps device memory and runs no kernel.
+CHURN = (
+    DRIVER_NEIGHBOUR
+    + """
 print("ready", flush=True)
 while True:
     if cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(int(sys.argv[1]))) == 0:
         cuda.cuMemFree_v2(ptr)
 """
+)
 CHURN_BYTES = 2 << 30
 
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.device.placement_probe import eager_setup, problem_paths
+from evals.device.placement_probe import DRIVER_NEIGHBOUR, eager_setup, problem_paths
 
 DEFAULT_PROBLEMS = ("level1/1_ReLU.py", "level1/30_GroupNorm.py", "level1/7_MaxReduction.py")
 BUCKETS_S = (0.05, 0.2, 0.5, 1.0, 2.0, 4.0)  # upper edges; the last bucket is everything later
@@ -32,12 +32,9 @@ CALLS = 10  # synchronised calls a round
 
 # The neighbour: holds GIB of written device memory (driver API through ctypes, no torch), prints
 # "ready"; on the line "free" frees it and prints "freed", then waits to be killed.
-NEIGHBOUR = """
-import ctypes, sys
-cuda = ctypes.CDLL("libcuda.so.1")
-dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
-assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
-assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+NEIGHBOUR = (
+    DRIVER_NEIGHBOUR
+    + """
 size = ctypes.c_size_t(int(float(sys.argv[1]) * (1 << 30)))
 assert cuda.cuMemAlloc_v2(ctypes.byref(ptr), size) == 0
 assert cuda.cuMemsetD8_v2(ptr, ctypes.c_ubyte(1), size) == 0 and cuda.cuCtxSynchronize() == 0
@@ -47,6 +44,7 @@ if sys.stdin.readline().strip() == "free":
     print("freed", flush=True)
 sys.stdin.readline()
 """
+)
 
 
 def _seconds(value: float) -> str:

@@ -20,7 +20,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+from tools.worker.gpu_lock import pci_address
 
 CPUS_ENV = "STITCHCUDA_TIMING_CPUS"
 PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -99,8 +100,7 @@ def pci_bus_id(device: object) -> str | None:
     import torch
 
     try:
-        props: Any = torch.cuda.get_device_properties(device)  # type: ignore[arg-type]
-        domain, bus, dev = int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id)
-    except (AttributeError, RuntimeError, AssertionError):  # an older torch, or no such device
+        pci = pci_address(torch.cuda.get_device_properties(device))  # type: ignore[arg-type]
+    except (RuntimeError, AssertionError):  # no such device
         return None
-    return f"{domain:04x}:{bus:02x}:{dev:02x}.0"
+    return None if pci is None else "{:04x}:{:02x}:{:02x}.0".format(*pci)

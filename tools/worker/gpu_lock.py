@@ -48,11 +48,20 @@ def device_key(device: Any) -> str:
     uuid = _slug(str(getattr(props, "uuid", "") or ""))
     if uuid:
         return f"gpu-{uuid}"
-    pci = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
-    domain, bus, slot = pci
-    if isinstance(domain, int) and isinstance(bus, int) and isinstance(slot, int):
-        return f"gpu-pci-{domain:04x}-{bus:02x}-{slot:02x}"
+    pci = pci_address(props)
+    if pci is not None:
+        return "gpu-pci-{:04x}-{:02x}-{:02x}".format(*pci)
     return "gpu"
+
+
+def pci_address(props: Any) -> tuple[int, int, int] | None:
+    """(domain, bus, slot) from torch's device properties, when this torch reports them."""
+    domain, bus, slot = (
+        getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")
+    )
+    if isinstance(domain, int) and isinstance(bus, int) and isinstance(slot, int):
+        return domain, bus, slot
+    return None
 
 
 def _slug(text: str) -> str:

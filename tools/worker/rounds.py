@@ -155,51 +155,6 @@ def _ratio_stats(first: Contestant, other: Contestant) -> dict[str, Any]:
     }
 
 
-def _run_rounds(
-    contestants: Sequence[Contestant],
-    method: str,
-    input_sets: Sequence[Sequence[Any]],
-    device: torch.device,
-    warmup: int,
-    calls: int,
-    rounds: int,
-    budget_s: float | None,
-    before_flush: Callable[[], None] | None,
-    shuffle: bool,
-) -> tuple[list[str], list[int]]:
-    """The rounds themselves; (the blocks' order, the spacers' bytes)."""
-    spacers: list[int] = []
-    order: list[str] = []
-    started = time.perf_counter()
-    for index in range(rounds):
-        first_round = index == 0
-        round_started = time.perf_counter()
-        spacer = None
-        if shuffle:
-            spacers.append(spacer_bytes(index))
-            spacer = torch.empty(spacers[-1], dtype=torch.uint8, device=device)
-        for contestant in contestants:
-            mean = _block(
-                contestant,
-                method,
-                input_sets,
-                device,
-                warmup if first_round else 0,
-                calls,
-                1 if first_round else 0,
-                before_flush,
-            )
-            contestant.round_means.append(mean)
-            order.append(contestant.name)
-        del spacer
-        if budget_s is not None and index + 1 < rounds:
-            spent = time.perf_counter() - started
-            per_round = time.perf_counter() - round_started
-            if spent + per_round > budget_s:
-                break
-    return order, spacers
-
-
 def time_in_rounds(
     contestants: Sequence[Contestant],
     input_sets: Sequence[Sequence[Any]],
@@ -240,10 +195,36 @@ def time_in_rounds(
     cpus = cpu_pinning.cpus_for(
         spec, cpu_pinning.pci_bus_id(device) if spec and device.type == "cuda" else None
     )
+    spacers: list[int] = []
+    order: list[str] = []
     with cpu_pinning.pinned(cpus) as used:
-        order, spacers = _run_rounds(
-            contestants, method, input_sets, device, warmup, calls, rounds, budget_s, before_flush, shuffle
-        )
+        started = time.perf_counter()
+        for index in range(rounds):
+            first_round = index == 0
+            round_started = time.perf_counter()
+            spacer = None
+            if shuffle:
+                spacers.append(spacer_bytes(index))
+                spacer = torch.empty(spacers[-1], dtype=torch.uint8, device=device)
+            for contestant in contestants:
+                mean = _block(
+                    contestant,
+                    method,
+                    input_sets,
+                    device,
+                    warmup if first_round else 0,
+                    calls,
+                    1 if first_round else 0,
+                    before_flush,
+                )
+                contestant.round_means.append(mean)
+                order.append(contestant.name)
+            del spacer
+            if budget_s is not None and index + 1 < rounds:
+                spent = time.perf_counter() - started
+                per_round = time.perf_counter() - round_started
+                if spent + per_round > budget_s:
+                    break
     info: dict[str, Any] = {c.name: _summary(c, method, len(input_sets)) for c in contestants}
     info["order"] = order
     info["rounds"] = len(contestants[0].round_means)
