@@ -1,0 +1,2 @@
+# from the repository root, in slices of one device call each (evals/device/timing_suite.sh ha 12)
+PYTHONPATH=/tmp/site:/work/main STITCHCUDA_PROFILERS=torch STITCHCUDA_CACHE=/tmp/sc-cache STITCHCUDA_BASELINE_CACHE=/work/main/.device/timing/baselines.json TORCHINDUCTOR_CACHE_DIR=/tmp/sc-cache/torchinductor python3 -m graph.cli eval evals/suite --out /tmp/timing-eval/ha --jobs 12 --only level3 --baseline-modes eager,default,max-autotune-no-cudagraphs,reduce-overhead -- --max-iterations 3
