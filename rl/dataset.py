@@ -106,11 +106,20 @@ def normal_outcome(record: dict[str, Any] | None, turn: dict[str, Any]) -> dict[
     elif record is None:
         record = {"status": "not_evaluated"}
     outcome = {key: record.get(key) for key in OUTCOME_KEYS}
-    outcome["findings"] = [
-        {k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in record.get("findings") or []
-    ]
+    outcome["findings"] = findings_text(record.get("findings"))
     outcome["message"] = outcome["message"] or ""
     return outcome
+
+
+def findings_text(findings: str | list[dict[str, Any]] | None) -> str:
+    """An outcome's findings as JSON text, like `plan` and `feedback`: a list column would be typed
+    from the first rows `datasets` reads, and rows with no findings there leave no type for the
+    findings of later rows (a dataset that no longer loads). Text stays as it is."""
+    if isinstance(findings, str):
+        return findings
+    return json.dumps(
+        [{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in findings or []]
+    )
 
 
 def outcome_rank(outcome: dict[str, Any]) -> int:
@@ -205,6 +214,10 @@ def build_rows(
     stats = BuildStats()
     chosen: dict[str, dict[str, Any]] = {}
     kept_rows = [row for folder in keep for row in dataset_rows(folder)]
+    for row in kept_rows:  # datasets written before the findings became text
+        for key in ("outcome", "previous_outcome"):
+            if isinstance(row.get(key), dict):
+                row[key]["findings"] = findings_text(row[key].get("findings"))
     for row in [*kept_rows, *(r for path in find_turn_files(paths) for r in _file_rows(path, stats))]:
         kept = chosen.get(row["id"])
         if kept is None:

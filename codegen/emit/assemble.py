@@ -51,7 +51,7 @@ CORE_HELPERS = (
     "_stitch_same_shape",
     "_stitch_bc",
 )
-GEMM_HELPERS = ("_stitch_mat", "_stitch_mm")
+GEMM_HELPERS = ("_stitch_span_stride", "_stitch_batch_split", "_stitch_mat", "_stitch_mm")
 VIEW_HELPERS = ("_STITCH_VIEW_DIMS", "_stitch_dims", "_stitch_view")  # tensors read through their strides
 CONV_HELPERS = (
     "_STITCH_CONV_WORKSPACES",

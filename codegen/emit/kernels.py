@@ -152,7 +152,7 @@ class GroupWriter:
     # -- GEMM through cuBLASLt, with folded or separate epilogue --
     def _gemm(self, group: Group, helper: Helper) -> tuple[str, int]:
         self.unit.use("gemm")
-        self.unit.library_launcher("gemm", GEMM_PARAMS, group.id)
+        self.unit.library_launcher("gemm_nested", GEMM_PARAMS, group.id)
         anchor = group.anchor
         assert anchor is not None
         args = anchor.args
@@ -405,8 +405,8 @@ class GroupWriter:
             f"batch_stats = {mod}.training or {mod}.running_mean is None",
             f"update = {mod}.training and {mod}.track_running_stats and {mod}.running_mean is not None",
             "mode = (1 if batch_stats else 0) | (2 if update else 0)",
-            "if update:",
-            f"    {mod}.num_batches_tracked.add_(1)",
+            # the statistics kernel counts the batch (no `add_(1)` kernel of PyTorch's)
+            f"tracked_ptr = {mod}.num_batches_tracked.data_ptr() if update else 0",
             f"momentum = float({mod}.momentum) if update else 0.0",
             f"weight_ptr = {mod}.weight.data_ptr() if {mod}.weight is not None else 0",
             f"rm_ptr = {mod}.running_mean.data_ptr() if {mod}.running_mean is not None else 0",
@@ -414,10 +414,11 @@ class GroupWriter:
         ]
         at = "0"
         for part in parts:
-            # float32 pointers moved to the part's first channel (a null pointer stays null)
-            moved = ["weight_ptr", "rm_ptr", "rv_ptr"]
+            # float32 pointers moved to the part's first channel (a null pointer stays null); the
+            # batch is counted by the first part's call only
+            moved = ["weight_ptr", "rm_ptr", "rv_ptr", "tracked_ptr"]
             if at != "0":
-                moved = [f"({p} + 4 * ({at}) if {p} else 0)" for p in moved]
+                moved = [f"({p} + 4 * ({at}) if {p} else 0)" for p in moved[:3]] + ["0"]
             helper.lines.append(
                 f"_ext.bn_stats({part}.data_ptr(), {', '.join(moved)}, stats[0, {at}:].data_ptr(),"
                 f" stats[1, {at}:].data_ptr(), n, {part}.shape[1], hw, float({mod}.eps), momentum, mode,"
@@ -459,6 +460,10 @@ GEMM_PARAMS: list[tuple[str, str]] = [
     ("int64_t", "sa"),
     ("int64_t", "sb"),
     ("int64_t", "sc"),
+    ("int64_t", "outer"),
+    ("int64_t", "oa"),
+    ("int64_t", "ob"),
+    ("int64_t", "oc"),
     ("float", "alpha"),
     ("float", "beta"),
     ("int", "act"),
@@ -468,6 +473,7 @@ BN_STATS_PARAMS: list[tuple[str, str]] = [
     ("const float*", "weight"),
     ("float*", "running_mean"),
     ("float*", "running_var"),
+    ("int64_t*", "tracked"),
     ("float*", "mean_out"),
     ("float*", "scale_out"),
     ("int64_t", "N"),

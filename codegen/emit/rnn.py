@@ -1,8 +1,9 @@
 """Code for a recurrent group (LSTM / GRU / Elman RNN module): one launcher call per layer and direction.
 
 The launcher (templates/rnn.cuh) runs the whole sequence of one layer and direction: one GEMM for
-every step's input projection, then a host loop in our C++ with one recurrent GEMM and one fused
-cell kernel per step. The Python side only allocates (outputs, states, workspace) and walks the
+every step's input projection, then a host loop in our C++ with one kernel per step (the recurrent
+product and the cell fused; the launch knob `fused` at 0 runs a cuBLASLt GEMM and a cell kernel
+instead, for the tuner to compare). The Python side only allocates (outputs, states, workspace) and walks the
 layers and directions, reading the module's weights by PyTorch's parameter names; the module's
 (output, h_n) or (output, (h_n, c_n)) comes back in the structure PyTorch returns.
 """
@@ -39,6 +40,7 @@ RNN_PARAMS: list[tuple[str, str]] = [
     ("int", "mode"),
     ("int", "reverse"),
     ("int", "batch_first"),
+    ("int", "fused"),
 ]
 
 
@@ -56,6 +58,7 @@ def write_rnn(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, i
     states = (p.layers * p.directions, p.batch, p.hidden)
     seq_shape = (p.batch, p.seq) if p.batch_first else (p.seq, p.batch)
     gates = GATES[p.mode.split("_")[0]] * p.hidden
+    fused = helper.knob("fused", 1)
     lines = [
         f"x = {x}.contiguous()",
         "stream = _stitch_stream(x)",
@@ -84,7 +87,7 @@ def write_rnn(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, i
         "        _ext.rnn_layer(layer_in.data_ptr(), layer_in.shape[-1], w_ih.data_ptr(), w_hh.data_ptr(), b_ih, b_hh,"
         " h0[k].data_ptr(), c0_ptr, out.data_ptr(), hn[k].data_ptr(), cn_ptr, ws.data_ptr(),"
         f" {p.seq}, {p.batch}, layer_in.shape[-1], {p.hidden}, {p.directions * p.hidden}, d * {p.hidden},"
-        f" {RNN_MODES[p.mode]}, d, {int(p.batch_first)}, stream)",
+        f" {RNN_MODES[p.mode]}, d, {int(p.batch_first)}, {fused}, stream)",
         "    layer_in = out",
         "result = (out, (hn, cn))" if lstm else "result = (out, hn)",
     ]

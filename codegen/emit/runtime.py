@@ -172,18 +172,41 @@ def _stitch_bc(t: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, i
     return full, 1, full.numel()
 
 
-def _stitch_mat(t: torch.Tensor) -> tuple[torch.Tensor, int, int, int]:
-    """(tensor, transposed, ld, batch_stride) for the last two dims of a matmul operand.
+def _stitch_span_stride(t: torch.Tensor, lo: int, hi: int) -> int | None:
+    """The one stride that walks t's dims [lo, hi) as a single index (0 when they hold one element),
+    or None when no single stride does."""
+    dims = [(t.size(i), t.stride(i)) for i in range(lo, hi) if t.size(i) != 1]
+    for (_, outer), (size, inner) in zip(dims, dims[1:], strict=False):
+        if outer != inner * size:
+            return None
+    return dims[-1][1] if dims else 0
+
+
+def _stitch_batch_split(operands: tuple[torch.Tensor, ...], nb: int) -> int:
+    """Where to cut the `nb` batch dims, shared by all operands, so that each side walks with one stride
+    in every operand: the GEMM then runs as prod(dims before the cut) strided-batched calls. Attention's
+    heads split from a (B, S, H * D) projection are such a case, and so is a batch dim broadcast with
+    stride 0. The first cut that works (0: one call); 0 when none does (the operands are copied)."""
+    for cut in range(nb):
+        if all(
+            _stitch_span_stride(t, 0, cut) is not None and _stitch_span_stride(t, cut, nb) is not None
+            for t in operands
+        ):
+            return cut
+    return 0
+
+
+def _stitch_mat(t: torch.Tensor, cut: int = 0) -> tuple[torch.Tensor, int, int, int, int]:
+    """(tensor, transposed, ld, batch_stride, outer_stride) for the last two dims of a matmul operand,
+    its batch dims cut at `cut` into an outer level (before) and cuBLASLt's strided batch (after).
 
     A row-major (..., R, C) operand with unit column stride is used as is; one whose rows have unit
     stride (a transposed view, e.g. weight.t()) is passed with the transpose flag; anything else,
-    or batch dims that do not collapse into one stride, is made contiguous first.
+    or batch dims that do not walk with one stride on each side of the cut, is made contiguous first.
     """
-    if t.dim() > 2:
-        for i in range(t.dim() - 3):
-            if t.size(i) != 1 and t.stride(i) != t.stride(i + 1) * t.size(i + 1):
-                t = t.contiguous()
-                break
+    nb = t.dim() - 2
+    if nb > 0 and (_stitch_span_stride(t, 0, cut) is None or _stitch_span_stride(t, cut, nb) is None):
+        t = t.contiguous()
     rows, cols = t.size(-2), t.size(-1)
     s_row, s_col = t.stride(-2), t.stride(-1)
     if s_col == 1 and (rows == 1 or s_row >= max(cols, 1)):
@@ -193,8 +216,9 @@ def _stitch_mat(t: torch.Tensor) -> tuple[torch.Tensor, int, int, int]:
     else:
         t = t.contiguous()
         transposed, ld = 0, max(cols, 1)
-    batch_stride = t.stride(-3) if t.dim() > 2 else 0
-    return t, transposed, ld, batch_stride
+    if nb <= 0:
+        return t, transposed, ld, 0, 0
+    return t, transposed, ld, _stitch_span_stride(t, cut, nb) or 0, _stitch_span_stride(t, 0, cut) or 0
 
 
 def _stitch_mm(
@@ -208,7 +232,8 @@ def _stitch_mm(
     """act(alpha * a @ b + residual + bias) through cuBLASLt (fp32, no TF32).
 
     Row-major C = A @ B is computed as column-major C^T = B^T @ A^T, so `b` is cuBLAS's A operand.
-    A batched `a` times a 2-D `b` folds the batch into the rows.
+    A batched `a` times a 2-D `b` folds the batch into the rows; batch dims that one stride does not
+    walk run as several strided-batched calls (_stitch_batch_split).
     """
     k, n = b.size(-2), b.size(-1)
     if b.dim() == 2:
@@ -222,15 +247,19 @@ def _stitch_mm(
             raise ValueError(
                 f"batched matmul needs equal batch dims, got {tuple(a.shape)} @ {tuple(b.shape)}"
             )
-        batch, m = math.prod(batch_shape), a.size(-2)
+        m = a.size(-2)
         out_shape = batch_shape + (m, n)
     out = torch.empty(out_shape, device=a.device, dtype=torch.float32)
     if out.numel() == 0:
         return out
     if k == 0:
         return out.zero_()
-    a_mat, a_t, a_ld, a_stride = _stitch_mat(a)
-    b_mat, b_t, b_ld, b_stride = _stitch_mat(b)
+    nb = len(batch_shape) if b.dim() > 2 else 0
+    cut = _stitch_batch_split((a, b), nb)
+    outer = math.prod(batch_shape[:cut])
+    batch = math.prod(batch_shape[cut:]) if nb else 1
+    a_mat, a_t, a_ld, a_stride, a_outer = _stitch_mat(a, cut)
+    b_mat, b_t, b_ld, b_stride, b_outer = _stitch_mat(b, cut)
     beta = 0.0
     c_ptr = out.data_ptr()
     if residual is not None:
@@ -240,7 +269,7 @@ def _stitch_mm(
     if bias is not None:
         bias = bias.reshape(-1).contiguous()
         bias_ptr = bias.data_ptr()
-    _ext.gemm(
+    _ext.gemm_nested(
         b_mat.data_ptr(),
         a_mat.data_ptr(),
         c_ptr,
@@ -258,6 +287,10 @@ def _stitch_mm(
         b_stride,
         a_stride,
         m * n,
+        outer,
+        b_outer,
+        a_outer,
+        batch * m * n,
         float(alpha),
         beta,
         act,
@@ -272,6 +305,7 @@ STITCH_LAUNCH_CHOICES: dict[str, tuple[int, ...]] = {
     "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM (0: uncapped)
     "onepass": (1,),  # group norm: the one-pass kernel where the slabs fit (0: statistics + apply)
     "outs": (1, 2, 4),  # pooling with a fixed window: outputs a thread along the width
+    "fused": (1,),  # recurrent layers: one kernel a step (0: a cuBLASLt GEMM and a cell kernel)
 }
 
 

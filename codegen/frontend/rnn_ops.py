@@ -3,7 +3,7 @@
 Why a module of its own: an RNN module is one node in the trace (its forward is a single call into
 PyTorch's fused RNN op), so it is covered as a whole: codegen/emit/rnn.py runs, per layer and
 direction, one GEMM for all time steps' input projections, then a host loop in our C++ with one
-recurrent GEMM and one fused cell kernel per step. What that loop does not implement stays PyTorch
+kernel per step (the recurrent product and the cell fused). What that loop does not implement stays PyTorch
 with a reason: inter-layer dropout in training, LSTM projections (`proj_size`), unbatched or packed
 inputs, non-float32 tensors.
 """

@@ -13,8 +13,8 @@ def _params(group: Group) -> RnnParams:
 
 
 def rnn_launches(params: RnnParams) -> int:
-    """Per layer and direction: the input GEMM, a GEMM and a cell kernel per step, the h_n copy."""
-    return params.layers * params.directions * (2 + 2 * params.seq)
+    """Per layer and direction: the input GEMM, one fused step kernel per step, the h_n copy."""
+    return params.layers * params.directions * (2 + params.seq)
 
 
 def rnn_launches_of(group: Group) -> int:
@@ -22,7 +22,7 @@ def rnn_launches_of(group: Group) -> int:
 
 
 def rnn_template(group: Group) -> str:
-    return f"cublaslt_rnn_{_params(group).mode}+cell"
+    return f"cublaslt_rnn_{_params(group).mode}+fused_step"
 
 
 def rnn_describe(group: Group) -> tuple[str, str]:
@@ -31,7 +31,7 @@ def rnn_describe(group: Group) -> tuple[str, str]:
     title = f"{kind}{p.mode} x{p.layers} layers, T={p.seq}, batch {p.batch}, hidden {p.hidden}"
     detail = (
         "per layer and direction: one cuBLASLt GEMM for every step's input projection (bias fused), "
-        "then a host loop in our C++: a recurrent GEMM (bias fused) and one fused cell kernel per step "
-        "writing h into the output sequence"
+        "then a host loop in our C++ with one kernel per step: the recurrent product of a block's hidden "
+        "units (all their gates) and their cell, writing h into the output sequence"
     )
     return title, detail

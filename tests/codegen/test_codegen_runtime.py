@@ -1,7 +1,7 @@
 """The Python runtime helpers copied into every program (codegen/emit/runtime.py), on the CPU.
 
-`_stitch_mm` turns row-major PyTorch operands into a column-major cuBLASLt call. To check that
-mapping without a GPU, the extension's `gemm` entry point is replaced by an emulation that reads
+`_stitch_mm` turns row-major PyTorch operands into column-major cuBLASLt calls. To check that
+mapping without a GPU, the extension's `gemm_nested` entry point is replaced by an emulation that reads
 the operands from memory exactly as cuBLAS's documented column-major contract says (pointer,
 leading dimension, transpose flag, batch stride) and writes D the same way.
 """
@@ -35,9 +35,15 @@ class FakeGemmExt:
     def __init__(self) -> None:
         self.calls: list[dict[str, int | float]] = []
 
-    def gemm(
-        self, a, b, c, d, bias, m, n, k, lda, ldb, ldc, ta, tb, batch, sa, sb, sc, alpha, beta, act, stream
-    ):
+    def gemm_nested(self, a, b, c, d, *args):
+        """`outer` strided-batched GEMMs, call o's operands advanced by o * (oa, ob, oc) floats; `args`:
+        bias, m, n, k, lda, ldb, ldc, ta, tb, batch, sa, sb, sc, outer, oa, ob, oc, alpha, beta, act, stream."""
+        *call, outer, oa, ob, oc, alpha, beta, act, _stream = args
+        for o in range(outer):
+            offsets = (a + 4 * o * oa, b + 4 * o * ob, c + 4 * o * oc, d + 4 * o * oc)
+            self.gemm(*offsets, *call, alpha, beta, act)
+
+    def gemm(self, a, b, c, d, bias, m, n, k, lda, ldb, ldc, ta, tb, batch, sa, sb, sc, alpha, beta, act):
         self.calls.append(
             {"m": m, "n": n, "k": k, "ta": ta, "tb": tb, "batch": batch, "lda": lda, "ldb": ldb}
         )
@@ -118,3 +124,14 @@ def test_broadcast_operand_index_rule() -> None:
 def test_same_shape_check_names_both_shapes() -> None:
     with pytest.raises(ValueError, match=r"\(2, 3\).*\(3, 2\)"):
         rt._stitch_same_shape(torch.zeros(2, 3), (3, 2))
+
+
+def test_attention_heads_run_as_one_call_per_batch_entry_without_copies(fake_ext: FakeGemmExt) -> None:
+    """q @ k^T over heads split from (B, S, H * D) projections: (b, h) strides S * H * D and D."""
+    torch.manual_seed(3)
+    b, s, h, d = 2, 5, 3, 4
+    q = torch.randn(b, s, h * d).view(b, s, h, d).transpose(1, 2)
+    k = torch.randn(b, s, h * d).view(b, s, h, d).transpose(1, 2)
+    out = rt._stitch_mm(q, k.transpose(-2, -1))
+    torch.testing.assert_close(out, q @ k.transpose(-2, -1))
+    assert [c["batch"] for c in fake_ext.calls] == [h] * b  # b calls of h heads each

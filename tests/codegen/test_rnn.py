@@ -1,7 +1,6 @@
-"""The recurrent family on the CPU: LSTM, GRU and RNN modules planned as our GEMMs plus our fused
-cell kernel (never PyTorch's recurrence), and one generated program built by the real nvcc.
-
-Numerics need a GPU (tests/gpu/test_rnn_gpu.py, float64 reference).
+"""The recurrent family on the CPU: LSTM, GRU and RNN modules planned as our GEMM plus our fused
+step kernels (never PyTorch's recurrence), one generated program built by the real nvcc, and the
+programs' numerics in the CPU emulation (on a GPU: tests/gpu/test_rnn_gpu.py, float64 reference).
 """
 
 from __future__ import annotations
@@ -10,6 +9,8 @@ import ast
 from pathlib import Path
 
 import pytest
+import torch
+from support.emulated_programs import emulated_outputs, program_source
 from support.nvcc_build import NVCC, build_and_load
 
 from codegen.frontend.ops import OTHER, RNN
@@ -117,3 +118,33 @@ def test_an_lstm_program_builds_with_nvcc(tmp_path: Path) -> None:
     problem = tmp_path / "rnn_problem.py"
     problem.write_text(task(label).source)
     assert any("rnn" in name.lower() for name in build_and_load(program, problem)), program
+
+
+EMULATED = {
+    **CASES,
+    # 19 batch entries: the step kernel's second chunk of the batch holds 3
+    "lstm batch 19 c_n": ("nn.LSTM(6, 10, num_layers=2)", "self.rnn(x)[1][1]", "4, 19, 6"),
+    # hidden 9: rows of W_hh off 16-byte alignment, so the step kernel loads floats one at a time
+    "gru hidden 9 batch 18": ("nn.GRU(5, 9, batch_first=True)", "self.rnn(x)[0]", "18, 3, 5"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fused", [1, 0])
+@pytest.mark.parametrize("label", list(EMULATED))
+def test_recurrent_programs_compute_the_reference_in_the_emulation(
+    tmp_path: Path, label: str, fused: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fused step kernel (knob `fused` 1, the default) and the GEMM + cell path (0) both give
+    PyTorch's recurrence: several layers, both directions, no bias, h_n and c_n, batch chunks."""
+    monkeypatch.setenv("STITCHCUDA_CUDNN_CACHE", "off")
+    # the strict harness's precision: with cuDNN's TF32 allowed the program runs PyTorch's recurrence
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    module, body, shape = EMULATED[label]
+    problem = tmp_path / "rnn_problem.py"
+    problem.write_text(PROBLEM.format(module=module, body=body, shape=shape))
+    source = program_source(problem)
+    assert "'fused': 1" in source
+    expected, got = emulated_outputs(problem, source.replace("'fused': 1", f"'fused': {fused}"))
+    for e, g in zip(expected, got, strict=True):
+        assert g.shape == e.shape and torch.allclose(g, e, atol=1e-5, rtol=1e-4), float((g - e).abs().max())

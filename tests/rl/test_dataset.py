@@ -152,6 +152,9 @@ def test_the_starter_dataset_loads_and_says_where_it_came_from() -> None:
     assert all(row["skill"] == "revise" and json.loads(row["feedback"])["kind"] for row in skill2)
     assert any("H100" in str(row["previous_outcome"].get("device")) for row in skill2)
     assert sum(row["reference_program"] is not None for row in skill2) >= 20
+    # findings are JSON text: rows without any must not leave the column untyped for `datasets`
+    findings = [json.loads(row["outcome"]["findings"]) for row in skill2]
+    assert any(findings) and all(isinstance(f, list) for f in findings)
 
 
 @pytest.mark.slow

@@ -70,12 +70,15 @@ __global__ void stitch_bn_partial_kernel(const float* __restrict__ x, double* __
 }
 
 // mode bit 1: use the batch statistics (else the running ones); bit 2: update the running statistics.
+// `tracked` (the module's num_batches_tracked, or null) is incremented once: PyTorch's `add_(1)` on it
+// would be a kernel of its own per batch norm (a MobileNetV2 forward launched 52 of them).
 __global__ void stitch_bn_finalize_kernel(const double* partial, int64_t slices, const float* weight,
-                                          float* running_mean, float* running_var, float* mean_out,
-                                          float* scale_out, int64_t C, double count, float eps, float momentum,
-                                          int mode) {
+                                          float* running_mean, float* running_var, int64_t* tracked,
+                                          float* mean_out, float* scale_out, int64_t C, double count, float eps,
+                                          float momentum, int mode) {
   const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
+  if (c == 0 && tracked != nullptr) *tracked += 1;
   double mean;
   double var;
   if (mode & 1) {
@@ -123,8 +126,8 @@ static inline int64_t stitch_bn_slices(int64_t N, int64_t C, int64_t HW, int sms
 // running statistics updated as `mode` says. `threads` is the partial kernel's launch knob (0: by
 // the range length).
 extern "C" int stitch_bn_stats(const float* x, const float* weight, float* running_mean, float* running_var,
-                               float* mean_out, float* scale_out, int64_t N, int64_t C, int64_t HW, float eps,
-                               float momentum, int mode, int threads, cudaStream_t stream) {
+                               int64_t* tracked, float* mean_out, float* scale_out, int64_t N, int64_t C,
+                               int64_t HW, float eps, float momentum, int mode, int threads, cudaStream_t stream) {
   if (C <= 0) return (int)cudaGetLastError();
   const double count = (double)N * (double)HW;
   // partial: two doubles per (channel, slice) in training mode; the finalize kernel reads none otherwise
@@ -132,7 +135,8 @@ extern "C" int stitch_bn_stats(const float* x, const float* weight, float* runni
     const int per_block = 128;
     const unsigned grid = (unsigned)((C + per_block - 1) / per_block);
     stitch_bn_finalize_kernel<<<grid, per_block, 0, stream>>>(partial, slices, weight, running_mean, running_var,
-                                                              mean_out, scale_out, C, count, eps, momentum, mode);
+                                                              tracked, mean_out, scale_out, C, count, eps, momentum,
+                                                              mode);
     return (int)cudaGetLastError();
   };
   if (!(mode & 1)) return finalize(nullptr, 0);

@@ -319,3 +319,21 @@ extern "C" int stitch_gemm(const float* A, const float* B, const float* C, float
   // a stream-ordered workspace of this call's own when the table has none for it
   return stitch_with_workspace<unsigned char>(STITCH_GEMM_WORKSPACE, stream, run);
 }
+
+// Batch dims that one stride does not walk (attention's heads split from a (B, S, H * D) projection:
+// (b, h) strides S * H * D and D; a batch dim broadcast with stride 0): `outer` strided-batched GEMMs,
+// the operands of call o advanced by o * (oa, ob, oc) elements, where copying them contiguous first
+// would cost a pass over each (the programs' _stitch_mm cuts the batch dims).
+extern "C" int stitch_gemm_nested(const float* A, const float* B, const float* C, float* D, const float* bias,
+                                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc, int transa,
+                                  int transb, int64_t batch, int64_t sa, int64_t sb, int64_t sc, int64_t outer,
+                                  int64_t oa, int64_t ob, int64_t oc, float alpha, float beta, int act,
+                                  cudaStream_t stream) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* c = C != nullptr ? C + o * oc : nullptr;
+    const int err = stitch_gemm(A + o * oa, B + o * ob, c, D + o * oc, bias, m, n, k, lda, ldb, ldc, transa, transb,
+                                batch, sa, sb, sc, alpha, beta, act, stream);
+    if (err != 0) return err;
+  }
+  return (int)cudaGetLastError();
+}
