@@ -414,13 +414,13 @@ class GroupWriter:
         ]
         at = "0"
         for part in parts:
-            # float32 pointers moved to the part's first channel (a null pointer stays null); the
-            # batch is counted by the first part's call only
-            moved = ["weight_ptr", "rm_ptr", "rv_ptr", "tracked_ptr"]
+            # float32 pointers moved to the part's first channel (a null pointer stays null)
+            moved = ["weight_ptr", "rm_ptr", "rv_ptr"]
             if at != "0":
-                moved = [f"({p} + 4 * ({at}) if {p} else 0)" for p in moved[:3]] + ["0"]
+                moved = [f"({p} + 4 * ({at}) if {p} else 0)" for p in moved]
+            tracked = "tracked_ptr" if at == "0" else "0"  # the first part's call counts the batch
             helper.lines.append(
-                f"_ext.bn_stats({part}.data_ptr(), {', '.join(moved)}, stats[0, {at}:].data_ptr(),"
+                f"_ext.bn_stats({part}.data_ptr(), {', '.join(moved)}, {tracked}, stats[0, {at}:].data_ptr(),"
                 f" stats[1, {at}:].data_ptr(), n, {part}.shape[1], hw, float({mod}.eps), momentum, mode,"
                 f" {threads}, _stitch_stream({part}))"
             )

@@ -205,20 +205,21 @@ def _stitch_mat(t: torch.Tensor, cut: int = 0) -> tuple[torch.Tensor, int, int, 
     or batch dims that do not walk with one stride on each side of the cut, is made contiguous first.
     """
     nb = t.dim() - 2
-    if nb > 0 and (_stitch_span_stride(t, 0, cut) is None or _stitch_span_stride(t, cut, nb) is None):
-        t = t.contiguous()
+
+    def spans(t: torch.Tensor) -> tuple[int | None, int | None]:  # (batch_stride, outer_stride)
+        return (_stitch_span_stride(t, cut, nb), _stitch_span_stride(t, 0, cut)) if nb > 0 else (0, 0)
+
     rows, cols = t.size(-2), t.size(-1)
     s_row, s_col = t.stride(-2), t.stride(-1)
-    if s_col == 1 and (rows == 1 or s_row >= max(cols, 1)):
+    strides = spans(t)
+    if None not in strides and s_col == 1 and (rows == 1 or s_row >= max(cols, 1)):
         transposed, ld = 0, (s_row if rows > 1 else max(cols, 1))
-    elif s_row == 1 and (cols == 1 or s_col >= max(rows, 1)):
+    elif None not in strides and s_row == 1 and (cols == 1 or s_col >= max(rows, 1)):
         transposed, ld = 1, (s_col if cols > 1 else max(rows, 1))
     else:
         t = t.contiguous()
-        transposed, ld = 0, max(cols, 1)
-    if nb <= 0:
-        return t, transposed, ld, 0, 0
-    return t, transposed, ld, _stitch_span_stride(t, cut, nb) or 0, _stitch_span_stride(t, 0, cut) or 0
+        transposed, ld, strides = 0, max(cols, 1), spans(t)
+    return t, transposed, ld, strides[0] or 0, strides[1] or 0
 
 
 def _stitch_mm(

@@ -11,38 +11,8 @@
 
 __device__ __forceinline__ float stitch_sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
 
-template <int MODE>
-__global__ void stitch_rnn_cell_kernel(const float* __restrict__ gx, int64_t gx_bstride,
-                                       const float* __restrict__ gh, const float* hprev, int64_t hp_bstride,
-                                       float* __restrict__ c, float* hout, int64_t out_bstride, int64_t batch,
-                                       int64_t hidden) {
-  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= batch * hidden) return;
-  const int64_t b = idx / hidden, j = idx - b * hidden;
-  const float* x = gx + b * gx_bstride;
-  if (MODE == 0) {
-    const float* h = gh + b * 4 * hidden;
-    const float i = stitch_sigmoid(x[j] + h[j]);
-    const float f = stitch_sigmoid(x[hidden + j] + h[hidden + j]);
-    const float g = tanhf(x[2 * hidden + j] + h[2 * hidden + j]);
-    const float o = stitch_sigmoid(x[3 * hidden + j] + h[3 * hidden + j]);
-    const float cn = f * c[idx] + i * g;
-    c[idx] = cn;
-    hout[b * out_bstride + j] = o * tanhf(cn);
-  } else if (MODE == 1) {
-    const float* h = gh + b * 3 * hidden;
-    const float r = stitch_sigmoid(x[j] + h[j]);
-    const float z = stitch_sigmoid(x[hidden + j] + h[hidden + j]);
-    const float n = tanhf(x[2 * hidden + j] + r * h[2 * hidden + j]);
-    const float prev = hprev[b * hp_bstride + j];
-    hout[b * out_bstride + j] = (1.f - z) * n + z * prev;
-  } else {
-    const float v = x[j] + gh[b * hidden + j];
-    hout[b * out_bstride + j] = MODE == 2 ? tanhf(v) : fmaxf(v, 0.f);
-  }
-}
-
-static int stitch_rnn_gates(int mode) { return mode == 0 ? 4 : (mode == 1 ? 3 : 1); }
+// Gates a hidden unit has (rows of W_hh per unit) in each mode.
+__host__ __device__ constexpr int stitch_rnn_gates(int mode) { return mode == 0 ? 4 : (mode == 1 ? 3 : 1); }
 
 // The cell of one (batch entry, hidden unit) from its gate sums `h[q]` (h_prev @ W_hh^T + b_hh of gate q)
 // and its row of G (`x`, gate q at x[q * hidden]); `c` the LSTM cell state, `prev` h_prev (GRU).
@@ -68,6 +38,24 @@ __device__ __forceinline__ float stitch_rnn_cell(const float* x, int64_t hidden,
   return MODE == 2 ? tanhf(v) : fmaxf(v, 0.f);
 }
 
+// The unfused path's cell kernel: a thread per (batch entry, hidden unit), its gate sums read from Hg.
+template <int MODE>
+__global__ void stitch_rnn_cell_kernel(const float* __restrict__ gx, int64_t gx_bstride,
+                                       const float* __restrict__ gh, const float* hprev, int64_t hp_bstride,
+                                       float* __restrict__ c, float* hout, int64_t out_bstride, int64_t batch,
+                                       int64_t hidden) {
+  constexpr int G = stitch_rnn_gates(MODE);
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= batch * hidden) return;
+  const int64_t b = idx / hidden, j = idx - b * hidden;
+  float h[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int q = 0; q < G; ++q) h[q] = gh[(b * G + q) * hidden + j];
+  const float prev = MODE == 1 ? hprev[b * hp_bstride + j] : 0.f;
+  hout[b * out_bstride + j] =
+      stitch_rnn_cell<MODE>(gx + b * gx_bstride + j, hidden, h, MODE == 0 ? c + idx : nullptr, prev);
+}
+
 // One time step in one kernel (the small GEMM and the cell fused). A warp owns one hidden unit, all G
 // of its gate rows of W_hh: its lanes form 4 groups of 8, group g takes batch entries 4g..4g+3 of a chunk
 // of 16 and its 8 lanes stride over the row (V floats a load), so a weight loaded once serves 4 batch
@@ -78,12 +66,12 @@ __device__ __forceinline__ float stitch_rnn_cell(const float* x, int64_t hidden,
 #define STITCH_RNN_WARPS 4  // warps (hidden units) a block
 template <int V>
 __device__ __forceinline__ void stitch_rnn_load(const float* p, float (&v)[V]) {
-  if (V == 4) {
+  if constexpr (V == 4) {
     const float4 q = *reinterpret_cast<const float4*>(p);
     v[0] = q.x;
-    v[V > 1 ? 1 : 0] = q.y;
-    v[V > 2 ? 2 : 0] = q.z;
-    v[V > 3 ? 3 : 0] = q.w;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
   } else {
 #pragma unroll
     for (int e = 0; e < V; ++e) v[e] = p[e];
@@ -95,7 +83,7 @@ __global__ void stitch_rnn_step_kernel(const float* __restrict__ w_hh, const flo
                                        const float* __restrict__ gx, int64_t gx_bstride, const float* hprev,
                                        int64_t hp_bstride, float* c, float* hout, int64_t out_bstride, int64_t batch,
                                        int64_t hidden) {
-  constexpr int G = MODE == 0 ? 4 : (MODE == 1 ? 3 : 1);
+  constexpr int G = stitch_rnn_gates(MODE);
   const int lane = threadIdx.x & 31, grp = lane >> 3, kl = lane & 7;
   const int64_t j = (int64_t)blockIdx.x * STITCH_RNN_WARPS + (threadIdx.x >> 5);
   if (j >= hidden) return;  // a whole warp; the kernel has no block barrier
@@ -150,19 +138,33 @@ __global__ void stitch_rnn_step_kernel(const float* __restrict__ w_hh, const flo
   }
 }
 
+// One time step of mode MODE: the fused kernel, or (`fused` 0) Hg = h_prev @ W_hh^T + b_hh into `g_h` by
+// cuBLASLt and the cell kernel.
 template <int MODE>
-static void stitch_rnn_step(const float* w_hh, const float* b_hh, const float* gx, int64_t gx_b, const float* hprev,
-                            int64_t hp_b, float* c, float* hout, int64_t out_b, int64_t batch, int64_t hidden,
-                            cudaStream_t stream) {
-  const unsigned blocks = (unsigned)((hidden + STITCH_RNN_WARPS - 1) / STITCH_RNN_WARPS);
-  const int threads = 32 * STITCH_RNN_WARPS;
-  if (hidden % 4 == 0 && hp_b % 4 == 0 && stitch_aligned16(w_hh) && stitch_aligned16(hprev)) {
-    stitch_rnn_step_kernel<MODE, 4><<<blocks, threads, 0, stream>>>(w_hh, b_hh, gx, gx_b, hprev, hp_b, c, hout, out_b,
-                                                                    batch, hidden);
-  } else {
-    stitch_rnn_step_kernel<MODE, 1><<<blocks, threads, 0, stream>>>(w_hh, b_hh, gx, gx_b, hprev, hp_b, c, hout, out_b,
-                                                                    batch, hidden);
+static int stitch_rnn_step(int fused, const float* w_hh, const float* b_hh, float* g_h, const float* gx, int64_t gx_b,
+                           const float* hprev, int64_t hp_b, float* c, float* hout, int64_t out_b, int64_t batch,
+                           int64_t hidden, cudaStream_t stream) {
+  if (fused != 0) {
+    const unsigned blocks = (unsigned)((hidden + STITCH_RNN_WARPS - 1) / STITCH_RNN_WARPS);
+    const int threads = 32 * STITCH_RNN_WARPS;
+    if (hidden % 4 == 0 && hp_b % 4 == 0 && stitch_aligned16(w_hh) && stitch_aligned16(hprev)) {
+      stitch_rnn_step_kernel<MODE, 4><<<blocks, threads, 0, stream>>>(w_hh, b_hh, gx, gx_b, hprev, hp_b, c, hout,
+                                                                      out_b, batch, hidden);
+    } else {
+      stitch_rnn_step_kernel<MODE, 1><<<blocks, threads, 0, stream>>>(w_hh, b_hh, gx, gx_b, hprev, hp_b, c, hout,
+                                                                      out_b, batch, hidden);
+    }
+    return 0;
   }
+  const int64_t gates = stitch_rnn_gates(MODE) * hidden;
+  const int err = stitch_gemm(w_hh, hprev, nullptr, g_h, b_hh, gates, batch, hidden, hidden, hp_b, gates, 1, 0, 1, 0,
+                              0, 0, 1.f, 0.f, 0, stream);
+  if (err != 0) return err;
+  const int threads = 256;
+  const unsigned blocks = (unsigned)((batch * hidden + threads - 1) / threads);
+  stitch_rnn_cell_kernel<MODE><<<blocks, threads, 0, stream>>>(gx, gx_b, g_h, hprev, hp_b, c, hout, out_b, batch,
+                                                               hidden);
+  return 0;
 }
 
 // Workspace: seq * batch * gates * hidden floats for G, then batch * gates * hidden for Hg.
@@ -186,8 +188,6 @@ extern "C" int stitch_rnn_layer(const float* x, int64_t x_ld, const float* w_ih,
   }
   const int64_t row_t = batch_first ? 1 : batch;  // row distance between time steps
   const int64_t row_b = batch_first ? seq : 1;    // row distance between batch entries
-  const int threads = 256;
-  const int64_t blocks = (batch * hidden + threads - 1) / threads;
   int64_t last = 0;
   for (int64_t s = 0; s < seq; ++s) {
     const int64_t t = reverse ? seq - 1 - s : s;
@@ -201,35 +201,20 @@ extern "C" int stitch_rnn_layer(const float* x, int64_t x_ld, const float* w_ih,
     const float* gx = g_all + t * row_t * gates;
     float* hout = out + t * row_t * out_ld + dir_offset;
     const int64_t gx_b = row_b * gates, out_b = row_b * out_ld;
-    if (fused != 0) {
-      if (mode == 0) {
-        stitch_rnn_step<0>(w_hh, b_hh, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden, stream);
-      } else if (mode == 1) {
-        stitch_rnn_step<1>(w_hh, b_hh, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden, stream);
-      } else if (mode == 2) {
-        stitch_rnn_step<2>(w_hh, b_hh, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden, stream);
-      } else {
-        stitch_rnn_step<3>(w_hh, b_hh, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden, stream);
-      }
-      last = t;
-      continue;
-    }
-    err = stitch_gemm(w_hh, hprev, nullptr, g_h, b_hh, gates, batch, hidden, hidden, hp_bstride, gates, 1, 0, 1, 0, 0,
-                      0, 1.f, 0.f, 0, stream);
-    if (err != 0) return err;
     if (mode == 0) {
-      stitch_rnn_cell_kernel<0><<<blocks, threads, 0, stream>>>(gx, gx_b, g_h, hprev, hp_bstride, cn, hout, out_b,
-                                                                batch, hidden);
+      err = stitch_rnn_step<0>(fused, w_hh, b_hh, g_h, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden,
+                               stream);
     } else if (mode == 1) {
-      stitch_rnn_cell_kernel<1><<<blocks, threads, 0, stream>>>(gx, gx_b, g_h, hprev, hp_bstride, cn, hout, out_b,
-                                                                batch, hidden);
+      err = stitch_rnn_step<1>(fused, w_hh, b_hh, g_h, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden,
+                               stream);
     } else if (mode == 2) {
-      stitch_rnn_cell_kernel<2><<<blocks, threads, 0, stream>>>(gx, gx_b, g_h, hprev, hp_bstride, cn, hout, out_b,
-                                                                batch, hidden);
+      err = stitch_rnn_step<2>(fused, w_hh, b_hh, g_h, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden,
+                               stream);
     } else {
-      stitch_rnn_cell_kernel<3><<<blocks, threads, 0, stream>>>(gx, gx_b, g_h, hprev, hp_bstride, cn, hout, out_b,
-                                                                batch, hidden);
+      err = stitch_rnn_step<3>(fused, w_hh, b_hh, g_h, gx, gx_b, hprev, hp_bstride, cn, hout, out_b, batch, hidden,
+                               stream);
     }
+    if (err != 0) return err;
     last = t;
   }
   // h_n: the last step's h, one (batch, hidden) block out of the strided sequence.
