@@ -210,6 +210,7 @@ def record_from_report(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     # The last evaluation's worker status: a fault there may be the GPU's (evals.gpu_health).
     record["last_attempt_status"] = attempts[-1].get("status") if attempts else None
     record["verifier_eager_ms"] = report.get("eager_ms")
+    record["verifier_eager_median_ms"] = report.get("eager_median_ms")
     record["verifier_speedup_vs_eager"] = report.get("speedup_vs_eager")
     record["speed"] = (report.get("speed") or {}).get("kind")  # faster / within_noise / slower / untimed
     record["verifier_compile_ms"] = report.get("compile_ms") or {}
@@ -265,6 +266,13 @@ def add_speedups(record: dict[str, Any], baselines: dict[str, Any] | None) -> No
         eager, verifier_eager = record.get("baseline_eager_ms"), record.get("verifier_eager_ms")
         if eager and verifier_eager:
             record["eager_agreement"] = round(eager / verifier_eager, 4)
+        median, verifier_median = (
+            (entries.get("eager") or {}).get("median_ms"),
+            record.get("verifier_eager_median_ms"),
+        )
+        record["baseline_eager_median_ms"] = median
+        if median and verifier_median:
+            record["eager_agreement_median"] = round(median / verifier_median, 4)
         best = entries.get(record.get("best_compile_mode") or "") or {}
         if side_by_side and best.get("eager_side_by_side_ms") and best.get("mean_ms"):
             record["speedup_vs_compile"] = side_by_side * best["mean_ms"] / best["eager_side_by_side_ms"]

@@ -182,6 +182,9 @@ class TestResult(Artifact):
         "before the call's first launch: the program's host overhead, inside its time)",
     )
     eager_issue_ms: float | None = Field(None, description="the same for eager, timed in the same rounds")
+    eager_median_ms: float | None = Field(
+        None, description="eager's median call (the mean is the headline; a few slow host issues move it)"
+    )
     seconds: float = Field(0.0, description="wall time of the whole worker run")
     phases: dict[str, float] = Field(default_factory=dict, description="worker seconds per phase")
     findings: list[dict[str, str]] = Field(

@@ -5,8 +5,9 @@
 Why: a speedup is only worth reporting if measuring it again gives the same answer. Within one
 eval, the verifier (candidate and eager interleaved) and the baseline step (eager and each compile
 mode interleaved) both time eager: on a quiet machine the two agree (issue 12 asks for 3%, worst
-problem). Between two evals of the same suite, each problem's speedup vs eager should move by at
-most 3% at the median and 8% at worst. This prints both, worst problems first; the exit code is 0
+problem; the headline means are the bound, and the medians are printed beside them, since a few
+slow host issues move a mean). Between two evals of the same suite, each problem's speedup vs eager
+should move by at most 3% at the median and 8% at worst. This prints both, worst problems first; the exit code is 0
 when every asked-for bound holds (1 otherwise), so a device script can report it plainly.
 Standard library only.
 """
@@ -39,11 +40,13 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
     return records
 
 
-def eager_disagreement(records: dict[str, dict[str, Any]]) -> list[tuple[str, float]]:
-    """(problem, |baseline eager / verifier eager - 1|), worst first, for problems with both."""
+def eager_disagreement(records: dict[str, dict[str, Any]], stat: str = "") -> list[tuple[str, float]]:
+    """(problem, |baseline eager / verifier eager - 1|), worst first, for problems with both; stat
+    "median" compares the two medians instead of the means (the headline)."""
     rows = []
+    suffix = f"_{stat}" if stat else ""
     for key, record in records.items():
-        ours, theirs = record.get("verifier_eager_ms"), record.get("baseline_eager_ms")
+        ours, theirs = record.get(f"verifier_eager{suffix}_ms"), record.get(f"baseline_eager{suffix}_ms")
         if ours and theirs:
             rows.append((key, abs(theirs / ours - 1.0)))
     return sorted(rows, key=lambda row: -row[1])
@@ -80,6 +83,13 @@ def report(first: Path, second: Path | None) -> tuple[list[str], bool]:
         )
     else:
         lines.append(f"eager, verifier vs baseline step ({first}): no problem has both times")
+    medians = eager_disagreement(records, "median")
+    if medians:  # what the means' gaps are made of: a median ignores a few slow host issues
+        lines.append(
+            f"  the same by the medians (not a bound): {len(medians)} problems, worst {medians[0][1]:.2%}, "
+            f"median {statistics.median(s for _, s in medians):.2%}, "
+            f"over {EAGER_BOUND:.0%}: {sum(1 for _, s in medians if s > EAGER_BOUND)}; worst: {_top(medians)}"
+        )
     if second is not None:
         changes = speedup_changes(records, read_records(second))
         if changes:

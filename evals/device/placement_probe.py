@@ -30,7 +30,8 @@ Run on an H100 (nineteenth session, docs/benchmarks.md): the shuffle did not nar
 process keeps a level of its own), the checks cost nothing, the churn up to 15%. The next suspect is
 the host: each strict call's issue time is inside its time. A fifth setting, `pinned`, times eager
 with the timing thread on the first core of the GPU's NUMA node (tools.worker.cpu_pinning, `gpu1`;
-unpinned when sysfs does not say), before the churn; `pinned across %` beside `off across %` says
+unpinned when sysfs does not say; `$PLACEMENT_PIN` names others, e.g. `3`), before the churn;
+`pinned across %` beside `off across %` says
 whether pinning narrows the spread between processes, and `off issue us` / `off issue across us`
 (the mean host time from the start event to the call's return, and its spread between processes)
 whether the processes' levels follow their issue times.
@@ -162,7 +163,7 @@ def measure(path: Path, repeats: int, churn: bool = False) -> dict[str, Any]:
                         [inputs],
                         device,
                         shuffle=name == "on",
-                        pin="gpu1" if name == "pinned" else "",
+                        pin=os.environ.get("PLACEMENT_PIN", "gpu1") if name == "pinned" else "",
                     )
                 found.setdefault(name, []).append(float(info["eager"]["mean_ms"]))
                 found.setdefault(f"{name}_issue_ms", []).append(

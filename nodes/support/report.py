@@ -80,6 +80,7 @@ def build_report(
         "speedup_vs_eager": best_test.get("speedup_vs_eager"),
         "speed": _speed(best_test),
         "eager_ms": best_test.get("eager_ms"),
+        "eager_median_ms": best_test.get("eager_median_ms"),
         "candidate_ms": best_test.get("candidate_ms"),
         "compile_ms": best_test.get("compile_ms") or {},
         "iterations": state.get("iteration", 0),

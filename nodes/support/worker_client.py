@@ -112,8 +112,8 @@ def to_build_result(response: EvalResponse) -> BuildResult:
     )
 
 
-def _issue_ms(timing: TimingInfo, who: Literal["candidate", "eager"]) -> float | None:
-    value = (timing.get(who) or {}).get("issue_mean_ms")
+def _stat_ms(timing: TimingInfo, who: Literal["candidate", "eager"], stat: str) -> float | None:
+    value = (timing.get(who) or {}).get(stat)
     return float(value) if isinstance(value, (int, float)) else None
 
 
@@ -142,8 +142,9 @@ def to_test_result(response: EvalResponse, candidate_source: str) -> TestResult:
         speedup_cv=ratio.get("cv") if speedup is not None else None,
         speedup_rounds=int(ratio.get("rounds", 0) or 0) if speedup is not None else 0,
         compile_ms={str(k): float(v) for k, v in (timing.get("compile_ms") or {}).items()},
-        candidate_issue_ms=_issue_ms(timing, "candidate"),
-        eager_issue_ms=_issue_ms(timing, "eager"),
+        candidate_issue_ms=_stat_ms(timing, "candidate", "issue_mean_ms"),
+        eager_issue_ms=_stat_ms(timing, "eager", "issue_mean_ms"),
+        eager_median_ms=_stat_ms(timing, "eager", "median_ms"),
         seconds=float(response.get("seconds", 0.0) or 0.0),
         phases={str(k): float(v) for k, v in (response.get("phases") or {}).items()},
         findings=[{k: str(f.get(k, "")) for k in ("id", "severity", "evidence")} for f in hack["findings"]],

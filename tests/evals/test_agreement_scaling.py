@@ -19,7 +19,14 @@ def test_eager_agreement_and_speedup_changes(tmp_path: Path, capsys: pytest.Capt
     first = _write(
         tmp_path / "a.jsonl",
         [
-            {"problem": "p1", "verifier_eager_ms": 1.0, "baseline_eager_ms": 1.02, "speedup_vs_eager": 2.0},
+            {
+                "problem": "p1",
+                "verifier_eager_ms": 1.0,
+                "baseline_eager_ms": 1.02,
+                "verifier_eager_median_ms": 0.99,
+                "baseline_eager_median_ms": 1.0395,
+                "speedup_vs_eager": 2.0,
+            },
             {"problem": "p2", "verifier_eager_ms": 2.0, "baseline_eager_ms": 2.0, "speedup_vs_eager": 1.0},
             {"problem": "p3", "status": "failed"},
         ],
@@ -32,6 +39,11 @@ def test_eager_agreement_and_speedup_changes(tmp_path: Path, capsys: pytest.Capt
     assert agreement.main([str(first), str(second)]) == 0  # 2% eager, median 2.5% and worst 5% changes
     out = capsys.readouterr().out
     assert "worst 2.00%" in out and "median change 2.50%" in out and "all bounds hold" in out
+    # the medians' gap is printed (5%, over 3%) but the bound is the headline means'
+    assert agreement.eager_disagreement(agreement.read_records(first), "median") == [
+        ("p1", pytest.approx(0.05))
+    ]
+    assert "by the medians (not a bound): 1 problems, worst 5.00%" in out and "over 3%: 1" in out
     far = _write(tmp_path / "c.jsonl", [{"problem": "p1", "speedup_vs_eager": 2.4}])
     assert agreement.main([str(first), str(far)]) == 1
     assert agreement.main([str(tmp_path / "missing.jsonl")]) == 2

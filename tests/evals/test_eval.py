@@ -59,17 +59,23 @@ def test_speedups_are_side_by_side_ratios_where_there_are_some() -> None:
     measured = {
         "status": "passed",
         "baselines": {
-            "eager": {"mean_ms": 3.0},
+            "eager": {"mean_ms": 3.0, "median_ms": 2.9},
             "default": {"mean_ms": 2.0, "eager_side_by_side_ms": 4.0},
             "reduce-overhead": {"error": "X"},
         },
     }
-    record = {"candidate_ms": 1.0, "verifier_speedup_vs_eager": 2.5, "verifier_eager_ms": 2.4}
+    record = {
+        "candidate_ms": 1.0,
+        "verifier_speedup_vs_eager": 2.5,
+        "verifier_eager_ms": 2.4,
+        "verifier_eager_median_ms": 2.32,
+    }
     runner.add_speedups(record, measured)
     assert record["speedup_source"] == "side_by_side" and record["best_compile_mode"] == "default"
     assert record["speedup_vs_eager"] == 2.5  # the verifier's interleaved ratio, not 3.0 / 1.0
     assert record["speedup_vs_compile"] == pytest.approx(2.5 * 2.0 / 4.0)  # chained through eager
     assert record["eager_agreement"] == pytest.approx(3.0 / 2.4, abs=1e-4)
+    assert record["eager_agreement_median"] == pytest.approx(2.9 / 2.32, abs=1e-4)
     assert record["baselines"] == {"eager": 3.0, "default": 2.0, "reduce-overhead": None}
     assert record["baseline_errors"] == {"reduce-overhead": "X"}
     untimed_eager = {"candidate_ms": 1.0}

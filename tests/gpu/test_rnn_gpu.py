@@ -5,7 +5,9 @@ without initial states, no bias, tanh and relu RNNs, a module's (h_n, c_n) retur
 sizes, plus the suite's recurrent problems at full size. Each case, with TF32 off (the strict
 harness's setting; TF32 mode runs the reference's own cuDNN call, codegen.schedule.precision):
 allclose(atol=rtol=1e-4) against the fp32 reference, the error against a float64 reference within
-max(1e-5, 16 x the fp32 reference's own), two calls agreeing; then ours against eager, timed.
+max(1e-5, 16 x the fp32 reference's own), two calls agreeing; then ours against eager, timed. The
+suite's problems also run with the launch knob `fused` at 0 (stitch_set_launch: a cuBLASLt GEMM and a
+cell kernel a step, where the default is one kernel a step), checked the same way and timed beside it.
 
 The GPU machine lacks pydantic (codegen needs it): write the programs on the CPU with
   python tests/gpu/test_rnn_gpu.py --write out/rnn-gpu
@@ -136,24 +138,21 @@ def _clock(fn: Any, runs: int = 20) -> float:
     return back_to_back_ms(fn, [], calls=runs)
 
 
-def run_case(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    i = entry["index"]
-    context = _load(folder / f"case_{i}_problem.py", {})
-    torch.manual_seed(0)
-    reference = context["Model"](*context["get_init_inputs"]()).cuda()
-    _load(folder / f"case_{i}_program.py", context)
+def _check(
+    folder: Path, name: str, context: dict[str, Any], reference: Any, inputs: list[Any]
+) -> dict[str, Any]:
+    """Load program `name` into `context`; its agreement with the fp32 and float64 references, its time."""
+    _load(folder / name, context)
     torch.manual_seed(0)
     ours = context["ModelNew"](*context["get_init_inputs"]()).cuda()
     ours.load_state_dict(reference.state_dict())
-    torch.manual_seed(1)
-    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in context["get_inputs"]()]
     with torch.no_grad():
         expected = _leaves(reference(*inputs))
         got = _leaves(ours(*inputs))
         again = _leaves(ours(*inputs))
         ref64 = _leaves(reference.double()(*[t.double() for t in inputs]))
         reference.float()
-    row: dict[str, Any] = {"label": entry["label"]}
+    row: dict[str, Any] = {}
     row["allclose"] = all(
         torch.allclose(g, e, atol=1e-4, rtol=1e-4) for g, e in zip(got, expected, strict=True)
     )
@@ -168,6 +167,26 @@ def run_case(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def run_case(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    i = entry["index"]
+    context = _load(folder / f"case_{i}_problem.py", {})
+    torch.manual_seed(0)
+    reference = context["Model"](*context["get_init_inputs"]()).cuda()
+    torch.manual_seed(1)
+    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in context["get_inputs"]()]
+    _load(folder / f"case_{i}_program.py", context)
+    row: dict[str, Any] = {"label": entry["label"]}
+    row.update(_check(context, reference, inputs))
+    if entry["label"] in SUITE_CASES:  # the same program with every recurrent group unfused
+        groups = [g for g, knobs in context["STITCH_LAUNCH"].items() if "fused" in knobs]
+        assert groups, f"{entry['label']}: no group with the launch knob 'fused'"
+        for group in groups:
+            context["stitch_set_launch"](group, "fused", 0)
+        row["unfused"] = _check(context, reference, inputs)
+        row["unfused_ms"] = row["unfused"]["ours_ms"]
+    return row
+
+
 def test_rnn_programs_match_float64_and_time_against_eager() -> None:
     folder = Path(os.environ.get("STITCH_RNN_PROGRAMS", "out/rnn-gpu"))
     if not (folder / "manifest.json").exists():
@@ -179,19 +198,22 @@ def test_rnn_programs_match_float64_and_time_against_eager() -> None:
     rows = [run_case(folder, m) for m in manifest if only in m["label"]]
     print(
         f"\n{'case':50s} {'ok':>3s} {'rep':>3s} {'err64 ours':>11s} {'err64 eager':>11s} {'eager ms':>9s} {'ours ms':>8s}"
+        f" {'fused=0 ms':>10s}"
     )
     for r in rows:
         print(
             f"{r['label']:50s} {'y' if r['allclose'] else 'N':>3s} {'y' if r['repeatable'] else 'N':>3s}"
             f" {r['err64_ours']:11.2e} {r['err64_eager']:11.2e} {r['eager_ms']:9.3f} {r['ours_ms']:8.3f}"
+            f" {r.get('unfused_ms', float('nan')):10.3f}"
         )
     results = os.environ.get("STITCH_RNN_RESULTS")
     if results:
         Path(results).write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert all(not m["uncovered"] for m in manifest), [m for m in manifest if m["uncovered"]]
     for r in rows:
-        assert r["allclose"] and r["repeatable"], r
-        assert r["err64_ours"] <= max(1e-5, 16 * r["err64_eager"]), r
+        for checked in (r, r.get("unfused", r)):
+            assert checked["allclose"] and checked["repeatable"], r
+            assert checked["err64_ours"] <= max(1e-5, 16 * checked["err64_eager"]), r
 
 
 if __name__ == "__main__":

@@ -69,12 +69,13 @@ def test_the_round_statistics_reach_the_report_as_a_plain_sentence() -> None:
             "eager_ms": 1.01,
             "ratios": {"eager": {"mean": 1.01, "median": 1.01, "cv": 0.03, "rounds": 6}},
             "candidate": {"mean_ms": 1.0, "issue_mean_ms": 0.0475},
-            "eager": {"mean_ms": 1.01},
+            "eager": {"mean_ms": 1.01, "median_ms": 1.005},
         },
     }
     test = to_test_result(response, "class ModelNew: pass\n")
     assert test.speedup_cv == 0.03 and test.speedup_rounds == 6
     assert test.candidate_issue_ms == 0.0475 and test.eager_issue_ms is None  # the host-bound rule's input
+    assert test.eager_median_ms == 1.005  # the eval's eager agreement by medians reads it from the report
     best = Best(
         candidate=Candidate(id=1, source="x = 1\n", mode="write", policy="offline"),
         test=test,
@@ -82,5 +83,5 @@ def test_the_round_statistics_reach_the_report_as_a_plain_sentence() -> None:
     )
     report = build_report({"task": {"name": "p"}, "plan": {}, "history": [], "best": best.dump()},
                           "verified", "ok", "offline")  # fmt: skip
-    assert report["speed"]["kind"] == "within_noise"
+    assert report["speed"]["kind"] == "within_noise" and report["eager_median_ms"] == 1.005
     assert "- speed: no faster than eager: 1.01x is within the noise" in render_markdown(report)
