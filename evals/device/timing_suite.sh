@@ -4,7 +4,8 @@
 # the same for the second eval (NAME=b), after which it also prints the agreement of the two.
 #
 #   [ONLY=regex] [BASELINE_MODES=list] bash evals/device/timing_suite.sh NAME [JOBS] [extra run args...]
-#   (NAME: a or b, the two strict evals of the agreement; any other name is one more eval, e.g. the
+#   (NAME: a or b, the two strict evals of the agreement on an H200, ha or hb on an H100; auto / auto2
+#   pick the first / second of the card the call got; any other name is one more eval, e.g. the
 #   KernelBench-mode run of issue 17: BASELINE_MODES=eager bash evals/device/timing_suite.sh k 12
 #   --harness kernelbench, then python -m evals.benchmarks.harnesses on a's and k's results)
 #
@@ -53,6 +54,13 @@
 set -u
 t0=$(date +%s)
 name=${1:?usage: timing_suite.sh NAME [JOBS] [run args...]}; shift
+gpu=${GPU_NAME:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)}
+# auto: the first eval of the card the device tool gave (a on an H200, ha on an H100); auto2 the second
+case "$name" in
+    auto|auto2) second=; [ "$name" = auto2 ] && second=1
+        case "$gpu" in *H100*) name=ha;; *) name=a;; esac
+        [ -n "$second" ] && name=${name%a}b;;
+esac
 jobs=${1:-12}; shift || true
 state=${STATE:-.device/timing}
 mkdir -p "$state" && state=$(cd "$state" && pwd)
@@ -79,10 +87,9 @@ filter=()
 stand_in=()
 [ -n "${RUN_COMMAND:-}" ] && stand_in=(--run-command "$RUN_COMMAND")
 
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 # A state lost with its checkout goes on from the committed snapshot (timing_slice snapshot, after a slice).
 "${helper[@]}" resume --state "$state" --name "$name" --from "${SNAPSHOT:-docs/benchmarks-data/suite-progress}"
-"${helper[@]}" restore --state "$state" --name "$name" --work "$work" --caches "${caches[@]}" --gpu "${GPU_NAME:-$gpu}" || exit 1
+"${helper[@]}" restore --state "$state" --name "$name" --work "$work" --caches "${caches[@]}" --gpu "$gpu" || exit 1
 slice=$("${helper[@]}" next-slice --work "$work")
 cmd=(python3 -m graph.cli eval evals/suite --out "$work" --jobs "$jobs" "${filter[@]}"
      --baseline-modes "${BASELINE_MODES:-eager,default,max-autotune-no-cudagraphs,reduce-overhead}"

@@ -65,7 +65,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _slice(tmp_path: Path, state: Path, out: Path, scratch: Path) -> subprocess.CompletedProcess[str]:
+def _slice(
+    tmp_path: Path, state: Path, out: Path, scratch: Path, name: str = "a", **settings: str
+) -> subprocess.CompletedProcess[str]:
     out.mkdir()
     command = [
         sys.executable,
@@ -86,9 +88,10 @@ def _slice(tmp_path: Path, state: Path, out: Path, scratch: Path) -> subprocess.
         "RUN_COMMAND": json.dumps(command),
         "SLICE_BUDGET": "80",
         "RESERVE": "20",
+        **settings,
     }
     return subprocess.run(
-        ["bash", str(SCRIPT), "a", "3", "--device", "cpu"],
+        ["bash", str(SCRIPT), name, "3", "--device", "cpu"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -158,7 +161,7 @@ def test_two_slices_on_two_fresh_machines_finish_the_eval(tmp_path: Path) -> Non
         assert part in command, (part, command)
 
     _fresh_machine(tmp_path)
-    second = _slice(tmp_path, carried, tmp_path / "out2", scratch)
+    second = _slice(tmp_path, carried, tmp_path / "out2", scratch, "auto")  # a: not an H100
     assert second.returncode == 0, second.stderr
     assert "a: 3 of 3 problems recorded" in second.stdout and "a: complete" in second.stdout, second.stdout
     assert "restored slice 1: 2 records, 1 runs in flight" in second.stdout
@@ -179,6 +182,18 @@ def test_two_slices_on_two_fresh_machines_finish_the_eval(tmp_path: Path) -> Non
         (1, 124, 2, 3),
         (2, 0, 3, 3),
     ]
+
+
+def test_auto_names_the_eval_after_the_card(tmp_path: Path) -> None:
+    """auto / auto2: a / b on an H200, ha / hb on an H100 (no time left for the eval: naming only)."""
+    for name, card, expected in (("auto", "NVIDIA H100 80GB HBM3", "ha"), ("auto2", "NVIDIA H200", "b")):
+        out = tmp_path / f"out-{name}"
+        proc = _slice(
+            tmp_path, tmp_path / f"state-{name}", out, tmp_path, name, GPU_NAME=card, SLICE_BUDGET="5"
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert f"{expected}: 0 of 3 problems recorded" in proc.stdout, proc.stdout
+        assert (out / f"{expected}.eval.log").exists()
 
 
 def test_the_slice_runner_leaves_nothing_behind_when_the_command_ends_first(tmp_path: Path) -> None:
