@@ -1,0 +1,197 @@
+"""The fused attention template (templates/attention.cuh) in the CPU emulation against a float64
+reference: head dims 16 to 128 (each instantiation), Tq != Tk, lengths off the tile sizes, the causal
+mask (with Tq < Tk, and Tq > Tk where whole rows are masked and give NaN), head-split views of a
+(B, T, H * D) projection read through their strides, the output written through strides into a
+(B, T, H * Dv) tensor, the scalar paths (head dims off a multiple of 4, misaligned rows), and the
+error code for head dims past 128. With nvcc installed, every instantiation builds for sm_90 without
+spilling."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from support.nvcc_build import NVCC
+
+from tools.emulation.program import build_module
+
+TEMPLATES = Path(__file__).parents[2] / "codegen" / "emit" / "templates"
+NOT_SUPPORTED = 801  # cudaErrorNotSupported
+
+BINDING = r"""
+#include <pybind11/pybind11.h>
+#include <cstdint>
+extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
+                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
+                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
+                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
+                                cudaStream_t stream);
+static int64_t py_attention(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t o, int64_t B,
+                            int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
+                            int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
+                            int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, double scale, int64_t causal) {
+  return stitch_attention(reinterpret_cast<const float*>(q), reinterpret_cast<const float*>(k),
+                          reinterpret_cast<const float*>(v), reinterpret_cast<float*>(o), B, H, Tq, Tk, D, Dv, q_sb,
+                          q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb, o_sh, o_st, (float)scale, (int)causal,
+                          nullptr);
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("attention", &py_attention); }
+"""
+
+
+def cuda_source() -> str:
+    return (TEMPLATES / "common.cuh").read_text() + "\n" + (TEMPLATES / "attention.cuh").read_text()
+
+
+@pytest.fixture(scope="module")
+def ext():
+    return build_module(cuda_source(), BINDING)
+
+
+def attention(ext, q, k, v, o, scale: float, causal: bool) -> int:
+    """Our kernel on 4-d views q [B, H, Tq, D], k, v, o (any strides, last dim contiguous)."""
+    B, H, Tq, D = q.shape
+    Tk, Dv = k.shape[2], v.shape[3]
+    for t in (q, k, v, o):
+        assert t.dtype == torch.float32 and t.stride(3) == 1
+    strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
+    ptrs = [t.data_ptr() for t in (q, k, v, o)]
+    return ext.attention(*ptrs, B, H, Tq, Tk, D, Dv, *strides, scale, int(causal))
+
+
+def reference(q, k, v, scale: float, causal: bool) -> torch.Tensor:
+    q, k, v = q.double(), k.double(), v.double()
+    scores = scale * q @ k.transpose(-2, -1)
+    if causal:
+        Tq, Tk = scores.shape[-2:]
+        keep = torch.ones(Tq, Tk, dtype=torch.bool).tril(diagonal=Tk - Tq)
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
+def head_split(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """MinGPT's x.view(B, T, nh, hs).transpose(1, 2): a strided view, no copy."""
+    B, T, C = x.shape
+    return x.view(B, T, heads, C // heads).transpose(1, 2)
+
+
+def check(got: torch.Tensor, want: torch.Tensor) -> None:
+    torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=1e-5, equal_nan=True)
+
+
+# (B, H, Tq, Tk, D, Dv, causal)
+CONTIGUOUS = {
+    "d16 tq37 tk70": (2, 2, 37, 70, 16, 16, False),
+    "d64 tq70 tk45": (2, 2, 70, 45, 64, 64, False),
+    "d96 causal t65": (2, 2, 65, 65, 96, 96, True),
+    "d128 tq40 tk70": (2, 2, 40, 70, 128, 128, False),
+    "d128 causal t70": (1, 2, 70, 70, 128, 128, True),
+    "d24 dv40 causal tq20 tk70": (2, 1, 20, 70, 24, 40, True),  # Tq < Tk: the diagonal moves right
+    "d13 dv7 causal t33": (2, 2, 33, 33, 13, 7, True),  # off a multiple of 4: the scalar paths
+    "d128 dv20 t9": (1, 3, 9, 9, 128, 20, False),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", list(CONTIGUOUS))
+def test_contiguous_operands_give_the_float64_reference(ext, label: str) -> None:
+    B, H, Tq, Tk, D, Dv, causal = CONTIGUOUS[label]
+    torch.manual_seed(list(CONTIGUOUS).index(label))
+    q, k = torch.randn(B, H, Tq, D), torch.randn(B, H, Tk, D)
+    v = torch.randn(B, H, Tk, Dv)
+    o = torch.full((B, H, Tq, Dv), 7.0)
+    scale = 1.0 / math.sqrt(D)
+    assert attention(ext, q, k, v, o, scale, causal) == 0
+    check(o, reference(q, k, v, scale, causal))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("D", "T", "causal"), [(64, 70, True), (32, 67, False), (128, 35, True)])
+def test_head_split_views_in_and_head_merged_output_out(ext, D: int, T: int, causal: bool) -> None:
+    """q, k, v are the three head-split thirds of one (B, T, 3C) projection (MinGPT's c_attn), the
+    output is written through the strides of y.transpose(1, 2) for a (B, T, C) tensor, so the head
+    merge is in place; the padding columns around it stay untouched."""
+    B, H = 2, 2
+    C = H * D
+    torch.manual_seed(D + T)
+    qkv = torch.randn(B, T, 3 * C)
+    q, k, v = (head_split(x, H) for x in qkv.split(C, dim=2))
+    merged = torch.full((B, T, C + 4), 5.0)  # 4 spare columns a row: every row starts 16-byte aligned
+    o = merged[:, :, :C].view(B, T, H, D).transpose(1, 2)
+    scale = 0.3
+    assert attention(ext, q, k, v, o, scale, causal) == 0
+    want = reference(q, k, v, scale, causal)
+    check(merged[:, :, :C], want.transpose(1, 2).reshape(B, T, C))
+    assert torch.all(merged[:, :, C:] == 5.0)
+
+
+@pytest.mark.slow
+def test_misaligned_rows_take_the_scalar_loads_and_stores(ext) -> None:
+    """Every operand starts one float past a 16-byte boundary (D = Dv = 64, strides multiples of 4)."""
+    B, H, Tq, Tk, D = 2, 2, 33, 41, 64
+    torch.manual_seed(3)
+
+    def shifted(*shape: int) -> torch.Tensor:
+        flat = torch.randn(math.prod(shape) + 1)
+        return flat[1:].view(*shape)
+
+    q, k, v = shifted(B, H, Tq, D), shifted(B, H, Tk, D), shifted(B, H, Tk, D)
+    o = shifted(B, H, Tq, D)
+    assert attention(ext, q, k, v, o, 0.125, False) == 0
+    check(o, reference(q, k, v, 0.125, False))
+
+
+@pytest.mark.slow
+def test_causal_rows_with_every_key_masked_give_nan(ext) -> None:
+    """Causal with Tq > Tk: query i sees keys j <= i - (Tq - Tk), so the first Tq - Tk rows see none and
+    give NaN, as PyTorch's softmax of an all -inf row; the first query tile (rows 0-63) has no key at all
+    and launches no key tile."""
+    B, H, Tq, Tk, D = 2, 2, 100, 30, 32
+    torch.manual_seed(4)
+    q, k, v = torch.randn(B, H, Tq, D), torch.randn(B, H, Tk, D), torch.randn(B, H, Tk, D)
+    o = torch.zeros(B, H, Tq, D)
+    assert attention(ext, q, k, v, o, 0.2, True) == 0
+    want = reference(q, k, v, 0.2, True)
+    assert torch.isnan(want[:, :, : Tq - Tk]).all() and not torch.isnan(want[:, :, Tq - Tk :]).any()
+    check(o, want)
+
+
+@pytest.mark.slow
+def test_head_dims_past_128_are_refused_for_a_fallback(ext) -> None:
+    q = torch.randn(1, 1, 4, 160)
+    v = torch.randn(1, 1, 4, 16)
+    o = torch.full((1, 1, 4, 16), 3.0)
+    assert attention(ext, q, q, v, o, 0.1, False) == NOT_SUPPORTED
+    o2 = torch.full((1, 1, 4, 160), 3.0)
+    assert attention(ext, v, v, q, o2, 0.1, False) == NOT_SUPPORTED
+    assert torch.all(o == 3.0) and torch.all(o2 == 3.0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_every_instantiation_builds_for_sm90_without_spills(tmp_path: Path) -> None:
+    """ptxas's report per head-dim instantiation: no spills, registers within the 3 (HD 128) or 4 blocks
+    of 128 threads a SM the launch bounds ask for."""
+    source = tmp_path / "attention.cu"
+    source.write_text(cuda_source())
+    done = subprocess.run(
+        [str(NVCC), "-arch=sm_90", "-c", "-Xptxas", "-v", str(source), "-o", str(tmp_path / "attention.o")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = re.findall(
+        r"Function properties for _Z23stitch_attention_kernelILi(\d+)E.*?\n\s*(\d+) bytes stack frame, "
+        r"(\d+) bytes spill stores, (\d+) bytes spill loads\nptxas info\s*: Used (\d+) registers",
+        done.stdout + done.stderr,
+    )
+    found = {int(hd): (int(stack), int(st), int(ld), int(regs)) for hd, stack, st, ld, regs in report}
+    assert sorted(found) == [32, 64, 128], done.stderr[-3000:]
+    for hd, (stack, stores, loads, regs) in found.items():
+        assert stack == stores == loads == 0, (hd, found[hd])
+        assert regs <= (168 if hd == 128 else 128), (hd, regs)
