@@ -161,13 +161,15 @@ def test_causal_rows_with_every_key_masked_give_nan(ext) -> None:
 
 
 @pytest.mark.slow
-def test_head_dims_past_128_are_refused_for_a_fallback(ext) -> None:
+def test_head_dims_past_128_and_no_keys_are_refused_for_a_fallback(ext) -> None:
     q = torch.randn(1, 1, 4, 160)
     v = torch.randn(1, 1, 4, 16)
     o = torch.full((1, 1, 4, 16), 3.0)
     assert attention(ext, q, q, v, o, 0.1, False) == NOT_SUPPORTED
     o2 = torch.full((1, 1, 4, 160), 3.0)
     assert attention(ext, v, v, q, o2, 0.1, False) == NOT_SUPPORTED
+    no_keys = torch.randn(1, 1, 0, 16)
+    assert attention(ext, v, no_keys, no_keys, o, 0.1, False) == NOT_SUPPORTED
     assert torch.all(o == 3.0) and torch.all(o2 == 3.0)
 
 
