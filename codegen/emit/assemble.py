@@ -20,6 +20,7 @@ from typing import Any, cast
 import torch
 import torch.fx as fx
 
+from codegen.emit.attention import write_attention
 from codegen.emit.axis import write_axis
 from codegen.emit.chain import CodegenError
 from codegen.emit.conv import write_conv
@@ -35,7 +36,7 @@ from codegen.emit.runtime import STITCH_LAUNCH_CHOICES
 from codegen.emit.scan import write_scan
 from codegen.emit.streams import on_streams
 from codegen.emit.torch_calls import EmitError, ForwardEmitter
-from codegen.frontend.ops import AXIS, CONV, COPY, NORM, POOL, RNN, SCAN
+from codegen.frontend.ops import ATTENTION, AXIS, CONV, COPY, NORM, POOL, RNN, SCAN
 from codegen.frontend.source import indent
 from codegen.schedule.demotion import realize
 from codegen.schedule.fusion import REFERENCE, Group, Step
@@ -68,6 +69,7 @@ FAMILY_WRITERS = {
     NORM: write_norm,
     SCAN: write_scan,
     RNN: write_rnn,
+    ATTENTION: write_attention,
     AXIS: write_axis,
     COPY: write_copy,
     BN_OF_CONCAT: write_batch_norm_of_concat,

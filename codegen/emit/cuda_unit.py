@@ -30,6 +30,7 @@ LIB_ORDER = (
     "pool",
     "groupnorm",
     "rnn",
+    "attention",
     "layout",
 )
 NAME_PLACEHOLDER = "@NAME@"

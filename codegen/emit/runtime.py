@@ -104,6 +104,21 @@ def _stitch_nll_pick(x: torch.Tensor, target: torch.Tensor, dim: int, ignore_ind
     return torch.stack([torch.where(valid, picked, torch.zeros_like(picked)), valid.to(x.dtype)])
 
 
+def _stitch_attention_math(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
+) -> torch.Tensor:
+    """softmax(q @ k^T * scale, keys after the query masked when causal) @ v, written out in torch.
+
+    The capture records attention as one call of this function (codegen/frontend/attention_ops.py);
+    our fused kernel (templates/attention.cuh) implements it, and this form is what a demoted group
+    and the meta trace run: the same ops the written-out decomposition records."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if causal:
+        upper = torch.ones_like(scores, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(upper, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
 def _stitch_expect_default(value: object, default: object, name: str) -> None:
     """A parameter get_inputs() leaves out was traced at its default; another value is a caller error."""
     if value is not default and value != default:

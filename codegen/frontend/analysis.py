@@ -13,6 +13,7 @@ from typing import Any, cast
 import torch
 import torch.fx as fx
 
+from codegen.frontend.attention_ops import ATTENTION, attention_flops
 from codegen.frontend.axis_ops import AXIS, axis_flops
 from codegen.frontend.conv_ops import conv_flops
 from codegen.frontend.ops import (
@@ -100,6 +101,8 @@ def op_flops(classifier: Classifier, spec: OpSpec) -> int:
         return pool_flops(classifier, spec)
     if spec.family == RNN:
         return rnn_flops(spec)
+    if spec.family == ATTENTION:
+        return attention_flops(spec)
     if spec.family == AXIS:
         return axis_flops(classifier, spec)
     if op in ("conv1d", "conv2d", "conv3d") and spec.node.op == "call_module":

@@ -34,6 +34,7 @@ import torch.fx as fx
 from torch import nn
 from torch.fx._symbolic_trace import _assert_is_none
 
+from codegen.frontend.attention_ops import unfuse_read_weights
 from codegen.frontend.decompose import FUNCTION_DECOMPOSITIONS, METHOD_DECOMPOSITIONS, MODULE_DECOMPOSITIONS
 from codegen.frontend.decompose_layout import AUTOWRAP_FUNCTIONS
 from tools.meta_rnn import MetaRnnShapes
@@ -458,6 +459,7 @@ def _trace_once(
         if node.op == "get_attr" and node not in tracer.values and node.target in before:
             tracer.values[node] = _resolve(model, str(node.target))
     tracer.drop_unused_decomposed(graph)
+    unfuse_read_weights(graph, tracer.values)  # MHA weights that are read keep `weights @ v`
     _drop_dead_checks(graph)
     _inline_trace_constants(graph, model, before, tracer.values)
     latest = _latest_versions(graph, tracer.values)

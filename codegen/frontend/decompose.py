@@ -2,8 +2,10 @@
 
 Why: `nn.MultiheadAttention` and `F.scaled_dot_product_attention` would otherwise be one opaque
 node each (a module call, a library function), left to PyTorch. Written out as projections
-(cuBLASLt GEMMs), `q @ k^T * scale` (a GEMM whose alpha takes the scale), masking, a row softmax
-(our fused kernel) and `p @ v`, every piece is an operator the fusion planner already generates.
+(cuBLASLt GEMMs) and `softmax(q @ k^T * scale) @ v` as one call our fused attention kernel runs
+(attention_ops.py), every piece is an operator the fusion planner generates; with a mask tensor (or
+what the kernel cannot take) the product stays `q @ k^T * scale` (a GEMM whose alpha takes the
+scale), masking, a row softmax (our fused kernel) and `p @ v`.
 `addmm` / `baddbmm` with scale factors or a full matrix to add are a GEMM and elementwise ops.
 Norms and losses (decompose_losses.py), variance, binary cross entropy and lerp (decompose_stats.py),
 einsum and unfold (decompose_layout.py), GLU, cosine similarity, pixel (un)shuffle and nearest
@@ -27,6 +29,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from codegen.frontend.attention_ops import record_fused
 from codegen.frontend.decompose_layout import LAYOUT_FUNCTIONS, LAYOUT_METHODS
 from codegen.frontend.decompose_losses import LOSS_FUNCTIONS, LOSS_METHODS, LOSS_MODULES
 from codegen.frontend.decompose_shapes import SHAPES_FUNCTIONS, SHAPES_MODULES
@@ -34,8 +37,25 @@ from codegen.frontend.decompose_stats import STATS_FUNCTIONS, STATS_METHODS, STA
 from codegen.frontend.trace_values import dtype_of, is_f32, rank_of, shape_of
 
 
-def _attend(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, scale: float) -> tuple[Any, Any]:
-    """softmax(q @ k^T * scale + mask) @ v over the last two dims; returns (context, weights)."""
+def _attend(
+    tracer: fx.Tracer,
+    q: Any,
+    k: Any,
+    v: Any,
+    mask: Any,
+    is_causal: bool,
+    scale: float,
+    need_weights: bool = False,
+) -> tuple[Any, Any]:
+    """softmax(q @ k^T * scale + mask) @ v over the last two dims; returns (context, weights).
+
+    Without a mask tensor the product is one fused call when our kernel can compute it
+    (attention_ops.py). With `need_weights` (MHA's) the weights are written out as well; the
+    capture keeps the fused call only if nothing reads them (attention_ops.unfuse_read_weights)."""
+    if mask is None and not need_weights:
+        fused = record_fused(tracer, q, k, v, scale, is_causal)
+        if fused is not None:
+            return fused, None
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     if is_causal:
         upper = torch.ones_like(scores, dtype=torch.bool).triu(1)
@@ -45,8 +65,9 @@ def _attend(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, scale: float) ->
             scores = scores.masked_fill(mask.logical_not(), float("-inf"))
         else:
             scores = scores + mask
-    weights = torch.softmax(scores, dim=-1)
-    return torch.matmul(weights, v), weights
+    probs = torch.softmax(scores, dim=-1)
+    fused = record_fused(tracer, q, k, v, scale, is_causal, probs) if mask is None and need_weights else None
+    return (torch.matmul(probs, v) if fused is None else fused), probs
 
 
 def sdpa(
@@ -70,7 +91,7 @@ def sdpa(
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(shape_of(tracer, query)[-1])
     if attn_mask is not None and dtype_of(tracer, attn_mask) is None:
         return NotImplemented
-    return _attend(query, key, value, attn_mask, is_causal, factor)[0]
+    return _attend(tracer, query, key, value, attn_mask, is_causal, factor)[0]
 
 
 def _bind_mha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
@@ -129,12 +150,14 @@ def multihead_attention(tracer: fx.Tracer, module: nn.MultiheadAttention, *args:
     shape_q, shape_k = shape_of(tracer, query), shape_of(tracer, key)
     batch, seq_q, seq_k = shape_q[batch_dim], shape_q[seq_dim], shape_k[seq_dim]
     context, attn = _attend(
+        tracer,
         heads_of(q, seq_q, batch),
         heads_of(k, seq_k, batch),
         heads_of(v, seq_k, batch),
         mask,
         is_causal,
         1.0 / math.sqrt(head_dim),
+        bound["need_weights"],
     )
     order = (0, 2, 1, 3) if module.batch_first else (2, 0, 1, 3)
     context = context.permute(*order).reshape(

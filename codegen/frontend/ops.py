@@ -18,6 +18,8 @@ import torch.fx as fx
 from torch import nn
 
 from codegen.frontend import activation_ops as act
+from codegen.frontend.attention_ops import ATTENTION as ATTENTION  # re-exported
+from codegen.frontend.attention_ops import ATTENTION_OPS, classify_attention
 from codegen.frontend.axis_ops import AXIS as AXIS  # re-exported with the other family names
 from codegen.frontend.axis_ops import (
     AXIS_OPS,
@@ -153,6 +155,8 @@ class Classifier:
             classify_scan(self, spec)
         elif op in RNN_OPS:
             classify_rnn(self, spec)
+        elif op in ATTENTION_OPS:
+            classify_attention(self, spec)
         elif op in AXIS_OPS:
             classify_axis(self, spec)
         elif op in COPY_OPS and not (op in TRIANGLE_MASK_OPS and absorbed_triangle(self, spec)):

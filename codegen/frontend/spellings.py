@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from codegen.frontend import activation_ops as act
+from codegen.frontend.attention_ops import ATTENTION_FUNCTIONS
 from codegen.frontend.axis_ops import AXIS_FUNCTIONS
 from codegen.frontend.conv_ops import CONV_FUNCTIONS, CONV_MODULES
 from codegen.frontend.layout_ops import COPY_FUNCTIONS
@@ -95,6 +96,7 @@ FUNCTIONS: dict[int, str] = _collect(
         ("min", [torch.min]),
         ("prod", [torch.prod]),
         *AXIS_FUNCTIONS,
+        *ATTENTION_FUNCTIONS,
         ("view", [torch.reshape, torch.flatten, torch.transpose, torch.permute, torch.unsqueeze]),
         ("view", [torch.squeeze, torch.t, torch.split, torch.chunk, torch.unbind, torch.narrow]),
         ("view", [torch.swapaxes, torch.movedim, torch.select, torch.detach]),

@@ -30,6 +30,7 @@ import torch
 import torch.fx as fx
 
 from codegen.frontend.ops import (
+    ATTENTION,
     ATTR,
     AXIS,
     BATCH_NORM,
@@ -56,7 +57,7 @@ from codegen.schedule.conv import conv_folds
 
 ROW_FAMILIES = (SOFTMAX, LAYER_NORM, REDUCTION, SCAN, AXIS)
 PROLOGUE_FAMILIES = (*ROW_FAMILIES, POOL, NORM)  # kernels that apply an elementwise chain on load
-ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN, COPY) + ROW_FAMILIES
+ANCHOR_FAMILIES = (GEMM, BATCH_NORM, CONV, POOL, NORM, RNN, ATTENTION, COPY) + ROW_FAMILIES
 LIBRARY_FAMILIES = (GEMM, CONV)  # a library call plus one epilogue kernel when split
 MAX_TENSOR_OPERANDS = 8
 REFERENCE = "reference"
@@ -66,6 +67,7 @@ COMPLEXITY = {
     GEMM: 5,
     CONV: 5,
     RNN: 5,
+    ATTENTION: 5,
     BATCH_NORM: 4,
     LAYER_NORM: 3,
     SOFTMAX: 3,
@@ -340,8 +342,8 @@ class FusionPlanner:
         return None
 
     def _can_extend(self, group: Group, spec: OpSpec) -> bool:
-        if spec.family != ELEMENTWISE or group.kind == REFERENCE:
-            return False
+        if spec.family != ELEMENTWISE or group.kind in (REFERENCE, ATTENTION):
+            return False  # the attention kernel takes no epilogue yet
         tail = group.tail
         if _shape(self.classifier, spec.node) != _shape(self.classifier, tail):
             return False

@@ -21,8 +21,21 @@ import torch.fx as fx
 
 from codegen.frontend.analysis import op_info, tensor_spec
 from codegen.frontend.capture import TracedModel, TraceFailure, trace_problem
-from codegen.frontend.ops import ATTR, AXIS, COPY, INPUT, OUTPUT, RNN, SCALAR, VIEW, Classifier, OpSpec
+from codegen.frontend.ops import (
+    ATTENTION,
+    ATTR,
+    AXIS,
+    COPY,
+    INPUT,
+    OUTPUT,
+    RNN,
+    SCALAR,
+    VIEW,
+    Classifier,
+    OpSpec,
+)
 from codegen.frontend.source import ProblemSource, parse_problem
+from codegen.schedule.attention import attention_describe, attention_template
 from codegen.schedule.conv import conv_describe, conv_launches, conv_template
 from codegen.schedule.fusion import (
     BATCH_NORM,
@@ -200,6 +213,8 @@ def _template(classifier: Classifier, group: Group) -> str:
         return pool_template(group)
     if group.kind == RNN:
         return rnn_template(group)
+    if group.kind == ATTENTION:
+        return attention_template(group)
     if group.kind == COPY:
         assert anchor is not None
         return f"copy_{anchor.args['mode']}" + ("+epilogue" if group.epilogue else "")
@@ -231,6 +246,8 @@ def _describe(classifier: Classifier, group: Group) -> tuple[str, str]:
         return conv_describe(classifier, group, where)
     if group.kind == RNN:
         return rnn_describe(group)
+    if group.kind == ATTENTION:
+        return attention_describe(group)
     pro = [s.op for s in group.prologue]
     epi = [s.op for s in group.epilogue]
     detail = f"row kernel (warp per short row, block per long row){where}"

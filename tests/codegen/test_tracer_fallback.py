@@ -47,9 +47,9 @@ def test_transformer_encoder_is_traced_into_its_operators() -> None:
         plan = plan_of(ENCODER.replace("{norm_first}", str(norm_first)))
         assert plan.traced
         assert plan.uncovered_ops == []
-        # per layer: qkv GEMM, scores GEMM, softmax, context GEMM, out-proj, two norms, FFN: 2 layers
-        assert kinds(plan).count("softmax") == 2 and kinds(plan).count("layer_norm") == 4
-        assert kinds(plan).count("gemm") >= 2 * 5
+        # per layer: qkv GEMM, fused attention (its weights unread), out-proj, two norms, FFN: 2 layers
+        assert kinds(plan).count("attention") == 2 and kinds(plan).count("layer_norm") == 4
+        assert kinds(plan).count("softmax") == 0 and kinds(plan).count("gemm") >= 2 * 4
 
 
 MHA = """
@@ -72,17 +72,18 @@ def get_init_inputs():
 """
 
 
-def test_multihead_attention_becomes_gemms_and_a_softmax() -> None:
+def test_multihead_attention_becomes_gemms_and_fused_attention() -> None:
     for batch_first in (True, False):
         plan = plan_of(MHA.replace("{batch_first}", str(batch_first)))
         assert plan.traced and plan.uncovered_ops == []
-        assert kinds(plan).count("softmax") == 1
+        assert kinds(plan).count("attention") == 1 and kinds(plan).count("softmax") == 0
         assert "multiheadattention" not in plan.covered_ops
 
 
 def test_unused_attention_weights_are_not_computed() -> None:
     _, traced = trace_problem(HEADER + textwrap.dedent(MHA.replace("{batch_first}", "True")), "mha")
-    assert not any(n.target == "mean" for n in traced.graph.nodes)
+    assert not any(n.target in ("mean", torch.softmax) for n in traced.graph.nodes)
+    assert any(n.name == "attention" for n in traced.graph.nodes)  # the fused product (attention_ops)
 
 
 SDPA = """
@@ -100,11 +101,11 @@ def get_init_inputs():
 """
 
 
-def test_sdpa_is_written_out_and_dropout_keeps_the_call() -> None:
+def test_sdpa_is_fused_attention_and_dropout_keeps_the_call() -> None:
     plain = plan_of(SDPA.replace("{causal}", "False").replace("{p}", "0.0"))
-    assert plain.uncovered_ops == [] and kinds(plain) == ["gemm", "softmax", "gemm"]
+    assert plain.uncovered_ops == [] and kinds(plain) == ["attention"]
     causal = plan_of(SDPA.replace("{causal}", "True").replace("{p}", "0.0"))
-    assert "scaled_dot_product_attention" not in causal.uncovered_ops and "softmax" in kinds(causal)
+    assert causal.uncovered_ops == [] and kinds(causal) == ["attention"]
     dropout = plan_of(SDPA.replace("{causal}", "False").replace("{p}", "0.1"))
     assert dropout.uncovered_ops == ["scaled_dot_product_attention"]
 

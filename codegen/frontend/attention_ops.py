@@ -1,0 +1,129 @@
+"""Attention as one operator (family ATTENTION): `softmax(q k^T * scale [causal]) v` for our fused kernel.
+
+Why a module of its own: the decompositions of `F.scaled_dot_product_attention` and
+`nn.MultiheadAttention` (decompose.py) record the whole product as one call of
+`_stitch_attention_math` when templates/attention.cuh can run it, so the scores never go through
+global memory; what it cannot run (a mask tensor, head dims past 128, other dtypes or ranks, a causal
+mask with Tq != Tk, whose diagonal the kernel places bottom-right where PyTorch places it top-left)
+stays written out. MHA's weights are only known to be read after the trace: `unfuse_read_weights`
+turns a fused call whose written-out weights survived back into `weights @ v`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx as fx
+
+from codegen.emit.runtime import _stitch_attention_math
+from codegen.frontend.trace_values import meta_of
+
+if TYPE_CHECKING:
+    from codegen.frontend.ops import Classifier, OpSpec
+
+ATTENTION = "attention"  # the family of fused attention products
+ATTENTION_OPS = frozenset({"attention"})
+ATTENTION_FUNCTIONS: list[tuple[str, list[Any]]] = [("attention", [_stitch_attention_math])]
+MAX_HEAD_DIM = 128  # the template's largest instantiation (it refuses larger ones with 801)
+WEIGHTS = "stitch_attention_weights"  # node.meta key: the written-out weights of an MHA call
+
+
+@dataclass(frozen=True)
+class AttentionDims:
+    """Sizes of one attention product; rank-3 operands (BH, T, D) count as H = 1."""
+
+    batch: int
+    heads: int
+    tq: int
+    tk: int
+    d: int
+    dv: int
+    rank: int
+    causal: bool
+
+    @property
+    def pairs(self) -> int:
+        """Query-key pairs whose score counts (PyTorch's causal mask keeps key j <= query i)."""
+        if not self.causal:
+            return self.tq * self.tk
+        diagonal = min(self.tq, self.tk)
+        return diagonal * (diagonal + 1) // 2 + (self.tq - diagonal) * self.tk
+
+
+def attention_dims(q: Any, k: Any, v: Any, causal: bool) -> AttentionDims | None:
+    """The product's sizes when the fused kernel computes exactly what PyTorch does, else None."""
+    tensors = (q, k, v)
+    if not all(isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in tensors):
+        return None
+    rank = q.dim()
+    if rank not in (3, 4) or k.dim() != rank or v.dim() != rank:
+        return None
+    lead = tuple(q.shape[:-2])
+    if tuple(k.shape[:-2]) != lead or tuple(v.shape[:-2]) != lead:
+        return None  # broadcast batch or head dims stay written out
+    tq, d = int(q.shape[-2]), int(q.shape[-1])
+    tk, dv = int(k.shape[-2]), int(v.shape[-1])
+    if int(k.shape[-1]) != d or int(v.shape[-2]) != tk or tk == 0 or min(d, dv) < 1:
+        return None
+    if max(d, dv) > MAX_HEAD_DIM or (causal and tq != tk):
+        return None
+    batch, heads = (int(lead[0]), int(lead[1])) if rank == 4 else (int(lead[0]), 1)
+    return AttentionDims(batch, heads, tq, tk, d, dv, rank, bool(causal))
+
+
+def record_fused(
+    tracer: fx.Tracer, q: Any, k: Any, v: Any, scale: float, causal: bool, weights: Any = None
+) -> Any:
+    """The proxy of one fused call, or None when the kernel cannot compute it (the caller writes it out).
+    `weights`: the written-out weights of the same product, kept if the trace ends up reading them."""
+    if not all(isinstance(t, fx.Proxy) for t in (q, k, v)):
+        return None
+    if attention_dims(meta_of(tracer, q), meta_of(tracer, k), meta_of(tracer, v), causal) is None:
+        return None
+    args = (q, k, v, float(scale), causal)
+    proxy = tracer.create_proxy("call_function", _stitch_attention_math, args, {}, name="attention")
+    if weights is not None:
+        proxy.node.meta[WEIGHTS] = weights.node
+    return proxy
+
+
+def unfuse_read_weights(graph: fx.Graph, values: dict[fx.Node, Any]) -> None:
+    """A fused call whose MHA weights something reads becomes `weights @ v` again (today's written-out
+    form: the weights are computed anyway); one whose weights were dropped unread stays fused."""
+    live = set(graph.nodes)
+    for node in list(graph.nodes):
+        weights = node.meta.pop(WEIGHTS, None)  # no reference to a dropped node stays behind
+        if node.target is not _stitch_attention_math or weights is None or weights not in live:
+            continue
+        with graph.inserting_after(node):
+            product = graph.call_function(torch.matmul, (weights, node.args[2]))
+        node.replace_all_uses_with(product)
+        graph.erase_node(node)
+        values[product] = values.pop(node, None)
+
+
+def classify_attention(classifier: Classifier, spec: OpSpec) -> None:
+    """Fill `spec` (family ATTENTION: q, k, v nodes, scale, causal, dims) or reject it with a reason."""
+    node = spec.node
+    if node.op != "call_function" or node.kwargs or len(node.args) != 5:
+        classifier.reject(spec, "attention: unexpected arguments")
+        return
+    q, k, v, scale, causal = node.args
+    if not isinstance(scale, float) or not isinstance(causal, bool):
+        classifier.reject(spec, "attention: scale and causal must be constants")
+        return
+    dims = attention_dims(classifier.value(q), classifier.value(k), classifier.value(v), causal)
+    if dims is None:
+        classifier.reject(spec, f"attention: needs float32 3-D/4-D q, k, v, head dims <= {MAX_HEAD_DIM}")
+        return
+    spec.family = ATTENTION
+    spec.args = {"q": q, "k": k, "v": v, "scale": scale, "causal": causal, "dims": dims}
+
+
+def attention_flops(spec: OpSpec) -> int:
+    """2 x multiply-adds of q k^T and p v plus ~5 per score for the softmax, over the pairs that count
+    (about half when causal: the kernel skips key tiles past the diagonal)."""
+    p: AttentionDims = spec.args["dims"]
+    return p.batch * p.heads * p.pairs * (2 * p.d + 2 * p.dv + 5)
