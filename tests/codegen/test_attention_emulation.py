@@ -15,36 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.attention_binding import BINDING, NOT_SUPPORTED, cuda_source, run_attention
 from support.nvcc_build import NVCC
 
 from tools.emulation.program import build_module
-
-TEMPLATES = Path(__file__).parents[2] / "codegen" / "emit" / "templates"
-NOT_SUPPORTED = 801  # cudaErrorNotSupported
-
-BINDING = r"""
-#include <pybind11/pybind11.h>
-#include <cstdint>
-extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
-                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
-                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
-                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
-                                cudaStream_t stream);
-static int64_t py_attention(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t o, int64_t B,
-                            int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
-                            int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
-                            int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, double scale, int64_t causal) {
-  return stitch_attention(reinterpret_cast<const float*>(q), reinterpret_cast<const float*>(k),
-                          reinterpret_cast<const float*>(v), reinterpret_cast<float*>(o), B, H, Tq, Tk, D, Dv, q_sb,
-                          q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb, o_sh, o_st, (float)scale, (int)causal,
-                          nullptr);
-}
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("attention", &py_attention); }
-"""
-
-
-def cuda_source() -> str:
-    return (TEMPLATES / "common.cuh").read_text() + "\n" + (TEMPLATES / "attention.cuh").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +27,9 @@ def ext():
 
 
 def attention(ext, q, k, v, o, scale: float, causal: bool) -> int:
-    """Our kernel on 4-d views q [B, H, Tq, D], k, v, o (any strides, last dim contiguous)."""
-    B, H, Tq, D = q.shape
-    Tk, Dv = k.shape[2], v.shape[3]
-    for t in (q, k, v, o):
-        assert t.dtype == torch.float32 and t.stride(3) == 1
-    strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
-    ptrs = [t.data_ptr() for t in (q, k, v, o)]
-    return ext.attention(*ptrs, B, H, Tq, Tk, D, Dv, *strides, scale, int(causal))
+    """Our kernel on 4-d float32 views (the emulation's default stream)."""
+    assert all(t.dtype == torch.float32 for t in (q, k, v, o))
+    return run_attention(ext, q, k, v, o, scale, causal)
 
 
 def reference(q, k, v, scale: float, causal: bool) -> torch.Tensor:

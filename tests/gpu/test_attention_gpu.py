@@ -1,8 +1,8 @@
 """On a GPU: the fused attention template (codegen/emit/templates/attention.cuh) against float64
 PyTorch at model sizes, and its speed against eager fp32 attention and fp32 SDPA.
 
-Build: common.cuh + attention.cuh (torch-free, three head-dim instantiations) and a pybind11-only
-binding taking pointers, strides and the caller's stream as integers, compiled by the generated
+Build: common.cuh + attention.cuh (torch-free, three head-dim instantiations) and the pybind11-only
+binding of tests/support/attention_binding.py (the emulation test's too), compiled by the generated
 programs' own `_stitch_build` (codegen.emit.runtime: torch and the standard library only, so it
 imports without pydantic) with the real nvcc for sm_90, once per session, in a fresh
 TORCH_EXTENSIONS_DIR.
@@ -16,8 +16,9 @@ reference's own), allclose(atol=rtol=1e-4) to the fp32 reference, two calls bit-
 Timing (printed, never asserted): the MinGPT-like, ViT-like and KernelBench MinGPT cases, ours
 against (i) eager fp32 (matmul, scale, masked_fill, softmax, matmul) and (ii)
 F.scaled_dot_product_attention in fp32 (is_causal where causal); for head-split cases both also
-merge the heads (y.transpose(1, 2).contiguous()), which ours writes in place. CUDA events, 3
-warm-ups then 20 calls each, alternating, the median per path.
+merge the heads (y.transpose(1, 2).contiguous()), which ours writes in place. Timed side by side in
+the harness's interleaved rounds (tools.worker.rounds, KernelBench's method: L2 flush, CUDA events),
+20 calls a path in 5 rounds, the mean per path.
 
 Run from the repository root:
   python3 -m pytest -q -s tests/gpu/test_attention_gpu.py
@@ -30,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import statistics
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -43,52 +43,14 @@ import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from codegen.emit.runtime import _stitch_build, _stitch_stream  # noqa: E402  (torch + stdlib only)
+from support.attention_binding import BINDING, cuda_source, run_attention  # noqa: E402  (stdlib only)
 
-TEMPLATES = REPO / "codegen" / "emit" / "templates"
+from codegen.emit.runtime import _stitch_build, _stitch_stream  # noqa: E402  (torch + stdlib only)
+from tools.worker.rounds import Contestant, time_in_rounds  # noqa: E402  (torch + stdlib only)
+
 DEVICE = "cuda"
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
-
-BINDING = r"""
-// Test binding: pybind11 only (no torch headers); pointers and the stream arrive as integers.
-#include <pybind11/pybind11.h>
-#include <cuda_runtime.h>
-#include <cstdint>
-#include <string>
-
-extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
-                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
-                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
-                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
-                                cudaStream_t stream);
-
-static int py_attention(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t o, int64_t B, int64_t H,
-                        int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh, int64_t q_st,
-                        int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh, int64_t v_st,
-                        int64_t o_sb, int64_t o_sh, int64_t o_st, double scale, int causal, std::uintptr_t stream) {
-  return stitch_attention(reinterpret_cast<const float*>(q), reinterpret_cast<const float*>(k),
-                          reinterpret_cast<const float*>(v), reinterpret_cast<float*>(o), B, H, Tq, Tk, D, Dv, q_sb,
-                          q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb, o_sh, o_st, static_cast<float>(scale),
-                          causal, reinterpret_cast<cudaStream_t>(stream));
-}
-
-static std::string py_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("attention", &py_attention);
-  m.def("error_string", &py_error_string);
-}
-"""
-
-
-def cuda_source() -> str:
-    return (
-        "// StitchCUDA kernels: torch-free, CUDA runtime only.\n\n"
-        + (TEMPLATES / "common.cuh").read_text()
-        + "\n"
-        + (TEMPLATES / "attention.cuh").read_text()
-    )
 
 
 @pytest.fixture(scope="module")
@@ -192,13 +154,9 @@ class Operands:
 def run_ours(
     ext: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, scale: float, causal: bool
 ) -> None:
-    B, H, Tq, D = q.shape
-    Tk, Dv = k.shape[2], v.shape[3]
-    strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
-    ptrs = [t.data_ptr() for t in (q, k, v, o)]
-    err = ext.attention(*ptrs, B, H, Tq, Tk, D, Dv, *strides, scale, int(causal), _stitch_stream(q))
+    err = run_attention(ext, q, k, v, o, scale, causal, _stitch_stream(q))
     if err != 0:
-        raise RuntimeError(f"stitch_attention failed: {err} ({ext.error_string(err)})")
+        raise RuntimeError(f"stitch_attention failed with CUDA error {err}")
 
 
 def eager(
@@ -255,26 +213,12 @@ def test_matches_float64_like_eager_fp32(
     assert_numerics(row)
 
 
-def time_alternating(fns: dict[str, Callable[[], Any]], warmup: int = 3, runs: int = 20) -> dict[str, float]:
-    """Median ms per path: CUDA events around each call, the paths alternating call by call."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    torch.cuda.synchronize()
-    pairs = {
-        name: [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)
-        ]
-        for name in fns
-    }
-    for i in range(runs):
-        for name, fn in fns.items():
-            start, end = pairs[name][i]
-            start.record()
-            fn()
-            end.record()
-    torch.cuda.synchronize()
-    return {name: statistics.median(s.elapsed_time(e) for s, e in events) for name, events in pairs.items()}
+def time_side_by_side(fns: dict[str, Callable[[], Any]], trials: int = 20) -> dict[str, float]:
+    """Mean ms per path, in the harness's interleaved rounds with KernelBench's method (an L2 flush and
+    CUDA events around each call; tools.worker.rounds, as the verifier times candidate and eager)."""
+    info = time_in_rounds([Contestant(name, fn) for name, fn in fns.items()], [[]], DEVICE,
+                          method="kernelbench", trials=trials, rounds=5)  # fmt: skip
+    return {name: float(info[name]["mean_ms"]) for name in fns}
 
 
 def time_case(ext: Any, label: str, ops: Operands) -> dict[str, Any]:
@@ -294,7 +238,7 @@ def time_case(ext: Any, label: str, ops: Operands) -> dict[str, Any]:
         return finish(F.scaled_dot_product_attention(q, k, v, is_causal=c.causal, scale=c.scale))
 
     with torch.no_grad():
-        ms = time_alternating({"ours": ours, "eager": unfused, "sdpa": sdpa})
+        ms = time_side_by_side({"ours": ours, "eager": unfused, "sdpa": sdpa})
         got, want, theirs = ours(), unfused(), sdpa()
         ref64 = finish(eager(q.double(), k.double(), v.double(), c.scale, mask))
         torch.cuda.synchronize()
@@ -324,9 +268,7 @@ def test_time_against_eager_and_sdpa(ext: Any, results: Callable[[dict[str, Any]
         rows.append(row)
         del ops
         torch.cuda.empty_cache()
-    print(
-        f"\n{torch.cuda.get_device_name()}, fp32, TF32 off; median ms of 20 alternating calls after 3 warm-ups"
-    )
+    print(f"\n{torch.cuda.get_device_name()}, fp32, TF32 off; mean ms of 20 calls in 5 interleaved rounds")
     print(
         f"{'case':50s} {'ours':>8s} {'eager':>8s} {'sdpa':>8s} {'eager/ours':>10s} {'sdpa/ours':>9s}"
         f" {'err64 ours':>10s} {'eager':>9s} {'sdpa':>9s}"

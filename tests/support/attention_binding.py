@@ -1,0 +1,54 @@
+"""The fused attention template (codegen/emit/templates/attention.cuh) built on its own, for its tests.
+
+One binding serves the CPU emulation's build (tools.emulation) and the real nvcc build on a GPU
+(tests/gpu/test_attention_gpu.py): pybind11 only, pointers, strides and the stream passed as integers,
+the kernel's return code handed back. Standard library only, so the GPU machine imports it too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "codegen" / "emit" / "templates"
+NOT_SUPPORTED = 801  # cudaErrorNotSupported: head dims past 128, or no keys
+
+BINDING = r"""
+#include <pybind11/pybind11.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
+                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
+                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
+                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
+                                cudaStream_t stream);
+static int64_t py_attention(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t o, int64_t B,
+                            int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
+                            int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
+                            int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, double scale, int64_t causal,
+                            std::uintptr_t stream) {
+  return stitch_attention(reinterpret_cast<const float*>(q), reinterpret_cast<const float*>(k),
+                          reinterpret_cast<const float*>(v), reinterpret_cast<float*>(o), B, H, Tq, Tk, D, Dv, q_sb,
+                          q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb, o_sh, o_st, (float)scale, (int)causal,
+                          reinterpret_cast<cudaStream_t>(stream));
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("attention", &py_attention); }
+"""
+
+
+def cuda_source() -> str:
+    """common.cuh (the helpers the template uses) and the template."""
+    return (TEMPLATES / "common.cuh").read_text() + "\n" + (TEMPLATES / "attention.cuh").read_text()
+
+
+def run_attention(
+    ext: Any, q: Any, k: Any, v: Any, o: Any, scale: float, causal: bool, stream: int = 0
+) -> int:
+    """The kernel on 4-D views q [B, H, Tq, D], k, v, o (any strides, last dim contiguous); its return code."""
+    B, H, Tq, D = q.shape
+    Tk, Dv = k.shape[2], v.shape[3]
+    for t in (q, k, v, o):
+        assert t.stride(3) == 1, "the last dim must be contiguous"
+    strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
+    ptrs = [t.data_ptr() for t in (q, k, v, o)]
+    return int(ext.attention(*ptrs, B, H, Tq, Tk, D, Dv, *strides, scale, int(causal), stream))
