@@ -119,6 +119,25 @@ def _stitch_attention_math(
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
+def _stitch_attention_masked_math(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    mask: torch.Tensor,
+    compare: str,
+    rhs: float,
+    fill: float,
+) -> torch.Tensor:
+    """softmax(masked_fill(q @ k^T * scale, mask <compare> rhs, fill)) @ v, written out in torch.
+
+    The written-out chain (MinGPT's causal buffer) that codegen/frontend/attention_chain.py records as
+    one call; the fused kernel implements it with the mask compared in registers."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    scores = scores.masked_fill(getattr(torch, compare)(mask, rhs), fill)
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
 def _stitch_expect_default(value: object, default: object, name: str) -> None:
     """A parameter get_inputs() leaves out was traced at its default; another value is a caller error."""
     if value is not default and value != default:

@@ -52,6 +52,15 @@ _INFIX = {
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
 
 
+def float_literal(value: float) -> str:
+    """A Python expression for a float, infinities and NaN included (their repr is no literal)."""
+    if math.isnan(value):
+        return "float('nan')"
+    if math.isinf(value):
+        return "float('inf')" if value > 0 else "float('-inf')"
+    return repr(value)
+
+
 class ForwardEmitter:
     """Names the nodes of one graph and writes each as a statement."""
 
@@ -93,11 +102,7 @@ class ForwardEmitter:
         if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
             return repr(value)
         if isinstance(value, float):
-            if math.isnan(value):
-                return "float('nan')"
-            if math.isinf(value):
-                return "float('inf')" if value > 0 else "float('-inf')"
-            return repr(value)
+            return float_literal(value)
         if isinstance(value, torch.Size):
             return self.arg(tuple(value))
         if isinstance(value, tuple):

@@ -6,7 +6,9 @@ Why a module of its own: the decompositions of `F.scaled_dot_product_attention` 
 global memory; what it cannot run (a mask tensor, head dims past 128, other dtypes or ranks, a causal
 mask with Tq != Tk, whose diagonal the kernel places bottom-right where PyTorch places it top-left)
 stays written out. MHA's weights are only known to be read after the trace: `unfuse_read_weights`
-turns a fused call whose written-out weights survived back into `weights @ v`.
+turns a fused call whose written-out weights survived back into `weights @ v`. Chains written out by
+hand (MinGPT's masked_fill of a buffer) become `_stitch_attention_masked_math` (attention_chain.py):
+the same family, with a tensor mask compared with a number in the kernel.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx as fx
 
-from codegen.emit.runtime import _stitch_attention_math
+from codegen.emit.runtime import _stitch_attention_masked_math, _stitch_attention_math
 from codegen.frontend.trace_values import meta_of
 
 if TYPE_CHECKING:
@@ -25,8 +27,12 @@ if TYPE_CHECKING:
 
 ATTENTION = "attention"  # the family of fused attention products
 ATTENTION_OPS = frozenset({"attention"})
-ATTENTION_FUNCTIONS: list[tuple[str, list[Any]]] = [("attention", [_stitch_attention_math])]
+ATTENTION_FUNCTIONS: list[tuple[str, list[Any]]] = [
+    ("attention", [_stitch_attention_math, _stitch_attention_masked_math])
+]
 MAX_HEAD_DIM = 128  # the template's largest instantiation (it refuses larger ones with 801)
+# the kernel's STITCH_ATTN_EQ..GE codes (templates/attention.cuh), by comparison
+MASK_COMPARISONS = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6}
 WEIGHTS = "stitch_attention_weights"  # node.meta key: the written-out weights of an MHA call
 
 
@@ -105,12 +111,16 @@ def unfuse_read_weights(graph: fx.Graph, values: dict[fx.Node, Any]) -> None:
 
 
 def classify_attention(classifier: Classifier, spec: OpSpec) -> None:
-    """Fill `spec` (family ATTENTION: q, k, v nodes, scale, causal, dims) or reject it with a reason."""
+    """Fill `spec` (family ATTENTION: q, k, v nodes, scale, causal, dims, and the tensor mask as
+    (node, comparison, number, fill) or None) or reject it with a reason."""
     node = spec.node
-    if node.op != "call_function" or node.kwargs or len(node.args) != 5:
+    masked = node.target is _stitch_attention_masked_math
+    if node.op != "call_function" or node.kwargs or len(node.args) != (8 if masked else 5):
         classifier.reject(spec, "attention: unexpected arguments")
         return
-    q, k, v, scale, causal = node.args
+    q, k, v, scale = node.args[:4]
+    causal = False if masked else node.args[4]
+    mask = (node.args[4], *node.args[5:]) if masked else None
     if not isinstance(scale, float) or not isinstance(causal, bool):
         classifier.reject(spec, "attention: scale and causal must be constants")
         return
@@ -118,8 +128,28 @@ def classify_attention(classifier: Classifier, spec: OpSpec) -> None:
     if dims is None:
         classifier.reject(spec, f"attention: needs float32 3-D/4-D q, k, v, head dims <= {MAX_HEAD_DIM}")
         return
+    if mask is not None and not _mask_fits(classifier.value(mask[0]), mask[1:], dims):
+        classifier.reject(spec, "attention: the mask must be a float32 tensor that broadcasts to the scores")
+        return
     spec.family = ATTENTION
-    spec.args = {"q": q, "k": k, "v": v, "scale": scale, "causal": causal, "dims": dims}
+    spec.args = {"q": q, "k": k, "v": v, "scale": scale, "causal": causal, "dims": dims, "mask": mask}
+
+
+def _mask_fits(tensor: Any, rest: tuple[Any, ...], p: AttentionDims) -> bool:
+    compare, rhs, fill = rest
+    scores = (p.batch, p.heads, p.tq, p.tk) if p.rank == 4 else (p.batch, p.tq, p.tk)
+    if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tensor.dim() > p.rank:
+        return False
+    if compare not in MASK_COMPARISONS or not all(isinstance(x, float) for x in (rhs, fill)):
+        return False
+    return broadcasts_to(tuple(tensor.shape), scores)
+
+
+def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """A tensor of `shape` expands to `target` without changing it (what the kernel reads by strides)."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target), strict=False))
 
 
 def attention_flops(spec: OpSpec) -> int:

@@ -12,7 +12,8 @@ program becomes specialised to the traced input shapes (the generated forward ch
 The trace never stops at a whole module when it can go finer:
 - PyTorch container modules (`nn.TransformerEncoder`, its layers) are traced into; leaf modules of
   torch.nn without children stay one node, which the classifier maps to an operator;
-- attention modules and functions are recorded as the operators they are made of (decompose.py);
+- attention modules and functions are recorded as the operators they are made of (decompose.py),
+  and attention written out by hand as one fused call where it provably matches (attention_chain.py);
 - buffers are read as graph attributes, so masks sliced from them are graph ops, not constants;
 - when a user submodule's forward cannot be traced, it is kept as one node and the trace is tried
   again, so only that submodule (not the model) is listed whole; only a forward that fails in the
@@ -34,6 +35,7 @@ import torch.fx as fx
 from torch import nn
 from torch.fx._symbolic_trace import _assert_is_none
 
+from codegen.frontend.attention_chain import fuse_attention_chains
 from codegen.frontend.attention_ops import unfuse_read_weights
 from codegen.frontend.decompose import FUNCTION_DECOMPOSITIONS, METHOD_DECOMPOSITIONS, MODULE_DECOMPOSITIONS
 from codegen.frontend.decompose_layout import AUTOWRAP_FUNCTIONS
@@ -460,6 +462,7 @@ def _trace_once(
             tracer.values[node] = _resolve(model, str(node.target))
     tracer.drop_unused_decomposed(graph)
     unfuse_read_weights(graph, tracer.values)  # MHA weights that are read keep `weights @ v`
+    fuse_attention_chains(graph, tracer.values, model)  # attention written out by hand: one fused call
     _drop_dead_checks(graph)
     _inline_trace_constants(graph, model, before, tracer.values)
     latest = _latest_versions(graph, tracer.values)

@@ -2,8 +2,10 @@
 reference: head dims 16 to 128 (each instantiation), Tq != Tk, lengths off the tile sizes, the causal
 mask (with Tq < Tk, and Tq > Tk where whole rows are masked and give NaN), head-split views of a
 (B, T, H * D) projection read through their strides, the output written through strides into a
-(B, T, H * Dv) tensor, the scalar paths (head dims off a multiple of 4, misaligned rows), and the
-error code for head dims past 128. With nvcc installed, every instantiation builds for sm_90 without
+(B, T, H * Dv) tensor, the scalar paths (head dims off a multiple of 4, misaligned rows), a tensor mask
+compared with a number (MinGPT's lower-triangular buffer sliced and broadcast, whose fully masked key
+tiles are skipped; finite fills; rows with every key masked), and the error codes for head dims past 128
+and a bad comparison. With nvcc installed, every instantiation builds for sm_90 without
 spilling."""
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.attention_binding import BINDING, NOT_SUPPORTED, cuda_source, run_attention
+from support.attention_binding import BINDING, NOT_SUPPORTED, cuda_source, run_attention, run_attention_masked
 from support.nvcc_build import NVCC
 
 from tools.emulation.program import build_module
@@ -140,6 +142,88 @@ def test_head_dims_past_128_and_no_keys_are_refused_for_a_fallback(ext) -> None:
     no_keys = torch.randn(1, 1, 0, 16)
     assert attention(ext, v, no_keys, no_keys, o, 0.1, False) == NOT_SUPPORTED
     assert torch.all(o == 3.0) and torch.all(o2 == 3.0)
+
+
+def masked_reference(q, k, v, scale: float, mask, compare: str, rhs: float, fill: float) -> torch.Tensor:
+    """softmax(masked_fill(scale * q k^T, mask <compare> rhs, fill)) v in float64: the chain MinGPT writes."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = scale * q @ k.transpose(-2, -1)
+    where = getattr(torch, compare)(mask, rhs)
+    return torch.softmax(scores.masked_fill(where, fill), -1) @ v
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("T", "D"), [(130, 64), (70, 96)])
+def test_a_sliced_lower_triangular_buffer_masks_like_causal(ext, T: int, D: int) -> None:
+    """MinGPT's `masked_fill(bias[:, :, :T, :T] == 0, -inf)`: the (1, 1, N, N) buffer sliced to T (row
+    stride N, broadcast over batch and heads) gives what `causal` gives, key tiles past the diagonal
+    skipped by the block's vote."""
+    B, H, N = 2, 3, T + 21
+    torch.manual_seed(T)
+    bias = torch.tril(torch.ones(N, N)).view(1, 1, N, N)
+    mask = bias[:, :, :T, :T]
+    q, k, v = (torch.randn(B, H, T, D) for _ in range(3))
+    o = torch.full((B, H, T, D), 7.0)
+    scale = 1.0 / math.sqrt(D)
+    assert run_attention_masked(ext, q, k, v, o, scale, mask, "eq", 0.0, float("-inf")) == 0
+    want = masked_reference(q, k, v, scale, mask, "eq", 0.0, float("-inf"))
+    check(o, want)
+    check(o, reference(q, k, v, scale, True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("compare", "rhs", "fill"), [("gt", 0.5, -1e4), ("le", -0.25, float("-inf")), ("ne", 1.0, 2.5)]
+)
+def test_a_per_head_random_mask_with_any_comparison_and_fill(
+    ext, compare: str, rhs: float, fill: float
+) -> None:
+    """A (B, H, Tq, Tk) mask of random values, Tq != Tk off the tile sizes: finite fills take part in the
+    softmax (nothing skipped); with -inf, rows whose every key is masked give NaN."""
+    B, H, Tq, Tk, D = 2, 2, 67, 45, 32
+    torch.manual_seed(len(compare) + int(rhs * 8))
+    q, k, v = torch.randn(B, H, Tq, D), torch.randn(B, H, Tk, D), torch.randn(B, H, Tk, D)
+    mask = torch.rand(B, H, Tq, Tk) * 2 - 1
+    mask[0, 1, 5] = 1.0  # one row with every key equal: masked by gt 0.5 and kept by the others
+    mask[1, 0, 3] = -1.0
+    o = torch.zeros(B, H, Tq, D)
+    assert run_attention_masked(ext, q, k, v, o, 0.3, mask, compare, rhs, fill) == 0
+    check(o, masked_reference(q, k, v, 0.3, mask, compare, rhs, fill))
+
+
+@pytest.mark.slow
+def test_a_mask_over_whole_tiles_with_every_row_masked_gives_nan_there(ext) -> None:
+    """A mask that removes every key of some query rows and whole key tiles of the rest: the empty rows
+    give NaN as PyTorch does, and the first key tile, masked for everyone, is never read: NaN values
+    there reach no output (PyTorch's 0 * NaN would; the reference reads zeros there instead)."""
+    B, H, Tq, Tk, D = 1, 2, 80, 100, 16
+    torch.manual_seed(9)
+    q, k, v = torch.randn(B, H, Tq, D), torch.randn(B, H, Tk, D), torch.randn(B, H, Tk, D)
+    keep = torch.zeros(1, 1, Tq, Tk)
+    keep[..., 64:, 32:64] = 1.0  # the second query tile sees the second key tile only
+    keep[..., 10:20, 90:] = 1.0  # rows 10-19 see the last keys; rows 0-9 and 20-63 see none
+    unread = v.clone()
+    unread[:, :, :32] = float("nan")  # key tile 0: masked for every query
+    o = torch.zeros(B, H, Tq, D)
+    assert run_attention_masked(ext, q, k, unread, o, 0.5, keep, "eq", 0.0, float("-inf")) == 0
+    v[:, :, :32] = 0.0
+    want = masked_reference(q, k, v, 0.5, keep, "eq", 0.0, float("-inf"))
+    assert torch.isnan(want[:, :, :10]).all() and not torch.isnan(want[:, :, 64:]).any()
+    check(o, want)
+
+
+@pytest.mark.slow
+def test_a_bad_comparison_code_is_refused(ext) -> None:
+    q = torch.randn(1, 1, 4, 16)
+    o = torch.full((1, 1, 4, 16), 3.0)
+    mask = torch.zeros(1, 1, 4, 4)
+    strides = [s for t in (q, q, q, o) for s in t.stride()[:3]]
+    ptrs = [t.data_ptr() for t in (q, q, q, o)]
+    code = ext.attention_masked(
+        *ptrs, 1, 1, 4, 4, 16, 16, *strides, 0.1, 0, mask.data_ptr(), *mask.stride(), 9, 0.0, 0.0, 0
+    )
+    assert code == 1  # cudaErrorInvalidValue
+    assert torch.all(o == 3.0)
 
 
 @pytest.mark.slow

@@ -1,8 +1,10 @@
 """Attention routed to the fused kernel (templates/attention.cuh) end to end: SDPA (4-D, 3-D, causal,
 MinGPT's head split of one (B, T, 3C) projection) and nn.MultiheadAttention (batch_first either way,
-weights unread or not asked for) are planned as one ATTENTION op, and their programs match the PyTorch
-reference in the CPU emulation; a mask tensor, head dims past 128 and MHA weights that are read keep
-the written-out form (GEMMs and a row softmax), which still verifies. A demoted group runs the
+weights unread or not asked for) and attention written out by hand (MinGPT's masked_fill of a
+lower-triangular buffer, a bmm chain with a division, an input mask compared with any fill) are
+planned as one ATTENTION op, and their programs match the PyTorch
+reference in the CPU emulation; an SDPA mask tensor, head dims past 128, MHA weights that are read and
+hand-written scores read twice keep the written-out form (GEMMs and a row softmax), which still verifies. A demoted group runs the
 written-out math in torch; the kernel's refusal (801) raises."""
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from graph.artifacts import Task
 from tools.checks import static_findings, verdict
 
 PROBLEM = """
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -56,6 +60,22 @@ MINGPT_BODY = """        B, T, C = x.shape
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))"""
 NO_INIT = "        pass"
+MINGPT_MASKED_INIT = (
+    MINGPT_INIT
+    + """
+        self.attn_dropout = nn.Dropout(0.0)
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 1, 16, 16))"""
+)
+MINGPT_MASKED_BODY = """        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, 4, C // 4).transpose(1, 2)
+        k = k.view(B, T, 4, C // 4).transpose(1, 2)
+        v = v.view(B, T, 4, C // 4).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = self.attn_dropout(F.softmax(att, dim=-1))
+        y = att @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))"""
 MHA = "        self.attn = nn.MultiheadAttention(32, 4, batch_first={})"
 
 # label -> (init, forward parameters, body, inputs)
@@ -79,6 +99,20 @@ FUSED = {
         "torch.randn(6, 7, 12), torch.randn(6, 5, 12), torch.randn(6, 5, 12)",
     ),
     "mingpt causal head split": (MINGPT_INIT, "x", MINGPT_BODY, "torch.randn(2, 10, 32)"),
+    "mingpt masked_fill of a buffer": (MINGPT_MASKED_INIT, "x", MINGPT_MASKED_BODY, "torch.randn(2, 10, 32)"),
+    "bmm chain divided": (
+        NO_INIT,
+        "q, k, v",
+        "        return torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) / 4.0, dim=-1), v)",
+        "torch.randn(6, 7, 12), torch.randn(6, 5, 12), torch.randn(6, 5, 20)",
+    ),
+    "input mask compared, finite fill": (
+        NO_INIT,
+        "q, k, v, m",
+        "        s = 0.5 * torch.matmul(q, k.transpose(-1, -2))\n"
+        "        return torch.matmul(s.masked_fill(m > 0.5, -1e4).softmax(-1), v)",
+        "torch.randn(2, 3, 9, 16), torch.randn(2, 3, 11, 16), torch.randn(2, 3, 11, 16), torch.rand(3, 1, 11)",
+    ),
     "mha batch_first, weights unread": (
         MHA.format(True),
         "x",
@@ -110,6 +144,12 @@ WRITTEN_OUT = {
         "x",
         "        out, w = self.attn(x, x, x)\n        return out, w",
         "torch.randn(2, 7, 32)",
+    ),
+    "hand-written scores read twice": (
+        NO_INIT,
+        "q, k, v",
+        "        s = q @ k.transpose(-2, -1) * 0.25\n        return torch.softmax(s, dim=-1) @ v, s",
+        "torch.randn(2, 2, 9, 16), torch.randn(2, 2, 11, 16), torch.randn(2, 2, 11, 16)",
     ),
 }
 CASES = {**FUSED, **WRITTEN_OUT}

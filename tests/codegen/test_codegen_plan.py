@@ -116,9 +116,20 @@ def test_resnet_block_fuses_residual_and_relu_into_batchnorm() -> None:
     assert last.kind == "batch_norm" and last.nodes == ["downsample_1", "add", "relu_1"]
 
 
-def test_attention_scale_folds_into_gemm_alpha() -> None:
+def test_hand_written_attention_is_one_fused_op() -> None:
+    """matmul, divide, softmax, matmul (attention_chain.py): one attention group, no softmax, no GEMM
+    for the scores; the head merge is our strided gather."""
     plan = plan_for("level3/4_Attention_Block.py")
-    assert "softmax" in kinds(plan)
+    assert kinds(plan) == ["gemm", "gemm", "gemm", "attention", "copy", "gemm"]
+    assert plan.uncovered_ops == []
+
+
+def test_attention_scale_folds_into_gemm_alpha() -> None:
+    """Scores read twice stay written out: their scale is the GEMM's alpha, the softmax its own group."""
+    task = task_for("level3/4_Attention_Block.py")
+    task.source = task.source.replace("return self.out_proj(out)", "return self.out_proj(out), scores")
+    plan = OfflinePolicy().plan(task, None)
+    assert "softmax" in kinds(plan) and "attention" not in kinds(plan)
     scores = next(g for g in plan.groups if "truediv" in g.nodes)
     assert scores.kind == "gemm" and scores.template == "cublaslt_fused"
     assert plan.uncovered_ops == [] and "copy" in kinds(plan)  # the head merge: our strided gather
@@ -182,16 +193,7 @@ SUITE_KINDS = {
     "level3/1_MLP": ["gemm"] * 4,
     "level3/2_CNNStage": ["conv", "batch_norm", "conv", "batch_norm", "pool"],
     "level3/3_ResidualBlock": ["conv", "batch_norm", "conv", "batch_norm"],
-    "level3/4_AttentionBlock": [
-        "gemm",
-        "gemm",
-        "gemm",
-        "gemm",
-        "softmax",
-        "gemm",
-        "copy",
-        "gemm",
-    ],  # head merge
+    "level3/4_AttentionBlock": ["gemm", "gemm", "gemm", "attention", "copy", "gemm"],  # copy: the head merge
     "level3/5_RecurrentLoop": ["gemm"] * 256 + ["copy"],  # the stack: two launches of our concat
     "level3/6_TransformerMLP": ["layer_norm", "gemm", "gemm"],
 }

@@ -11,11 +11,14 @@ Numerics (TF32 off, the strict harness's setting): MinGPT-like causal self-atten
 head-split views of a (B, T, 3C) projection with the output written through strides into (B, T, C);
 ViT-like non-causal contiguous; D = 128 with Tq != Tk; D = 32 causal at T = 1000; KernelBench's
 MinGPT at B = 128. Each: max abs error against float64 within max(1e-5, 8 x the fp32 eager
-reference's own), allclose(atol=rtol=1e-4) to the fp32 reference, two calls bit-identical.
+reference's own), allclose(atol=rtol=1e-4) to the fp32 reference, two calls bit-identical. Causal
+cases also run the tensor-mask path (MinGPT's float tril buffer compared with 0, -inf fill: what
+codegen/frontend/attention_chain.py routes), under the same bounds.
 
 Timing (printed, never asserted): the MinGPT-like, ViT-like and KernelBench MinGPT cases, ours
 against (i) eager fp32 (matmul, scale, masked_fill, softmax, matmul) and (ii)
-F.scaled_dot_product_attention in fp32 (is_causal where causal); for head-split cases both also
+F.scaled_dot_product_attention in fp32 (is_causal where causal), and for causal cases our tensor-mask
+path (`ours_mask`: its fully masked key tiles skipped by the block's vote); for head-split cases both also
 merge the heads (y.transpose(1, 2).contiguous()), which ours writes in place. Timed side by side in
 the harness's interleaved rounds (tools.worker.rounds, KernelBench's method: L2 flush, CUDA events),
 20 calls a path in 5 rounds, the mean per path.
@@ -43,7 +46,12 @@ import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from support.attention_binding import BINDING, cuda_source, run_attention  # noqa: E402  (stdlib only)
+from support.attention_binding import (  # noqa: E402  (stdlib only)
+    BINDING,
+    cuda_source,
+    run_attention,
+    run_attention_masked,
+)
 
 from codegen.emit.runtime import _stitch_build, _stitch_stream  # noqa: E402  (torch + stdlib only)
 from tools.worker.rounds import Contestant, time_in_rounds  # noqa: E402  (torch + stdlib only)
@@ -140,6 +148,8 @@ class Operands:
         # True where key j of query i is masked (the kernel's rule: j > i + Tk - Tq).
         keep = torch.ones(c.Tq, c.Tk, dtype=torch.bool, device=dev).tril(diagonal=c.Tk - c.Tq)
         self.mask = ~keep if c.causal else None
+        # MinGPT's buffer: a float lower triangle, masked where it equals 0 (Tq == Tk cases only).
+        self.tril = keep.float().view(1, 1, c.Tq, c.Tk) if c.causal and c.Tq == c.Tk else None
 
     def output(self, fill: float | None = float("nan")) -> tuple[torch.Tensor, torch.Tensor]:
         """(the tensor a caller gets, its (B, H, Tq, D) view the kernel writes through): (B, T, C) for
@@ -157,6 +167,22 @@ def run_ours(
     err = run_attention(ext, q, k, v, o, scale, causal, _stitch_stream(q))
     if err != 0:
         raise RuntimeError(f"stitch_attention failed with CUDA error {err}")
+
+
+def run_ours_masked(
+    ext: Any,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    scale: float,
+    tril: torch.Tensor,
+) -> None:
+    err = run_attention_masked(
+        ext, q, k, v, o, scale, tril, "eq", 0.0, float("-inf"), stream=_stitch_stream(q)
+    )
+    if err != 0:
+        raise RuntimeError(f"stitch_attention_masked failed with CUDA error {err}")
 
 
 def eager(
@@ -191,6 +217,13 @@ def check_numerics(ext: Any, label: str, ops: Operands) -> dict[str, Any]:
     row["allclose"] = bool(torch.allclose(o1, fp32, atol=1e-4, rtol=1e-4))
     row["repeatable"] = bool(torch.equal(o1, o2))
     row["finite"] = bool(torch.isfinite(o1).all())
+    if ops.tril is not None:
+        _, om = ops.output()
+        run_ours_masked(ext, q, k, v, om, c.scale, ops.tril)
+        torch.cuda.synchronize()
+        row["err64_masked"] = float((om.double() - ref64).abs().max())
+        row["allclose"] = row["allclose"] and bool(torch.allclose(om, fp32, atol=1e-4, rtol=1e-4))
+        row["finite"] = row["finite"] and bool(torch.isfinite(om).all())
     del fp32, ref64
     return row
 
@@ -198,6 +231,7 @@ def check_numerics(ext: Any, label: str, ops: Operands) -> dict[str, Any]:
 def assert_numerics(row: dict[str, Any]) -> None:
     assert row["finite"] and row["allclose"] and row["repeatable"], row
     assert row["err64_ours"] <= max(1e-5, 8 * row["err64_eager"]), row
+    assert row.get("err64_masked", 0.0) <= max(1e-5, 8 * row["err64_eager"]), row
 
 
 @pytest.mark.parametrize("label", NUMERICS)
@@ -237,14 +271,24 @@ def time_case(ext: Any, label: str, ops: Operands) -> dict[str, Any]:
     def sdpa() -> torch.Tensor:
         return finish(F.scaled_dot_product_attention(q, k, v, is_causal=c.causal, scale=c.scale))
 
+    def ours_mask() -> torch.Tensor:
+        out, view = ops.output(fill=None)
+        run_ours_masked(ext, q, k, v, view, c.scale, ops.tril)
+        return out
+
+    paths = {"ours": ours, "eager": unfused, "sdpa": sdpa}
+    if ops.tril is not None:
+        paths["ours_mask"] = ours_mask
     with torch.no_grad():
-        ms = time_side_by_side({"ours": ours, "eager": unfused, "sdpa": sdpa})
+        ms = time_side_by_side(paths)
         got, want, theirs = ours(), unfused(), sdpa()
         ref64 = finish(eager(q.double(), k.double(), v.double(), c.scale, mask))
         torch.cuda.synchronize()
     row: dict[str, Any] = {"label": label, **asdict(c), "device": torch.cuda.get_device_name()}
     row.update({f"{name}_ms": value for name, value in ms.items()})
     row["eager_over_ours"] = ms["eager"] / ms["ours"]
+    if "ours_mask" in ms:
+        row["eager_over_ours_mask"] = ms["eager"] / ms["ours_mask"]
     row["sdpa_over_ours"] = ms["sdpa"] / ms["ours"]
     row["err64_ours"] = float((got.double() - ref64).abs().max())
     row["err64_eager"] = float((want.double() - ref64).abs().max())
@@ -270,12 +314,13 @@ def test_time_against_eager_and_sdpa(ext: Any, results: Callable[[dict[str, Any]
         torch.cuda.empty_cache()
     print(f"\n{torch.cuda.get_device_name()}, fp32, TF32 off; mean ms of 20 calls in 5 interleaved rounds")
     print(
-        f"{'case':50s} {'ours':>8s} {'eager':>8s} {'sdpa':>8s} {'eager/ours':>10s} {'sdpa/ours':>9s}"
+        f"{'case':50s} {'ours':>8s} {'mask':>8s} {'eager':>8s} {'sdpa':>8s} {'eager/ours':>10s} {'sdpa/ours':>9s}"
         f" {'err64 ours':>10s} {'eager':>9s} {'sdpa':>9s}"
     )
     for r in rows:
         print(
-            f"{r['label']:50s} {r['ours_ms']:8.3f} {r['eager_ms']:8.3f} {r['sdpa_ms']:8.3f}"
+            f"{r['label']:50s} {r['ours_ms']:8.3f} {r.get('ours_mask_ms', float('nan')):8.3f}"
+            f" {r['eager_ms']:8.3f} {r['sdpa_ms']:8.3f}"
             f" {r['eager_over_ours']:10.2f} {r['sdpa_over_ours']:9.2f}"
             f" {r['err64_ours']:10.2e} {r['err64_eager']:9.2e} {r['err64_sdpa']:9.2e}"
         )

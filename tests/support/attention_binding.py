@@ -12,6 +12,8 @@ from typing import Any
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "codegen" / "emit" / "templates"
 NOT_SUPPORTED = 801  # cudaErrorNotSupported: head dims past 128, or no keys
+# The template's STITCH_ATTN_EQ..GE: where `mask OP rhs` holds, the score takes the fill value.
+COMPARE_CODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6}
 
 BINDING = r"""
 #include <pybind11/pybind11.h>
@@ -32,7 +34,30 @@ static int64_t py_attention(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v
                           q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb, o_sh, o_st, (float)scale, (int)causal,
                           reinterpret_cast<cudaStream_t>(stream));
 }
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("attention", &py_attention); }
+extern "C" int stitch_attention_masked(const float* q, const float* k, const float* v, float* o, int64_t B,
+                                       int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb,
+                                       int64_t q_sh, int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st,
+                                       int64_t v_sb, int64_t v_sh, int64_t v_st, int64_t o_sb, int64_t o_sh,
+                                       int64_t o_st, float scale, int causal, const float* mask, int64_t m_sb,
+                                       int64_t m_sh, int64_t m_si, int64_t m_sj, int compare, float rhs, float fill,
+                                       cudaStream_t stream);
+static int64_t py_attention_masked(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t o,
+                                   int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv,
+                                   int64_t q_sb, int64_t q_sh, int64_t q_st, int64_t k_sb, int64_t k_sh,
+                                   int64_t k_st, int64_t v_sb, int64_t v_sh, int64_t v_st, int64_t o_sb,
+                                   int64_t o_sh, int64_t o_st, double scale, int64_t causal, std::uintptr_t mask,
+                                   int64_t m_sb, int64_t m_sh, int64_t m_si, int64_t m_sj, int64_t compare,
+                                   double rhs, double fill, std::uintptr_t stream) {
+  return stitch_attention_masked(
+      reinterpret_cast<const float*>(q), reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v),
+      reinterpret_cast<float*>(o), B, H, Tq, Tk, D, Dv, q_sb, q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb,
+      o_sh, o_st, (float)scale, (int)causal, reinterpret_cast<const float*>(mask), m_sb, m_sh, m_si, m_sj,
+      (int)compare, (float)rhs, (float)fill, reinterpret_cast<cudaStream_t>(stream));
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("attention", &py_attention);
+  m.def("attention_masked", &py_attention_masked);
+}
 """
 
 
@@ -52,3 +77,49 @@ def run_attention(
     strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
     ptrs = [t.data_ptr() for t in (q, k, v, o)]
     return int(ext.attention(*ptrs, B, H, Tq, Tk, D, Dv, *strides, scale, int(causal), stream))
+
+
+def run_attention_masked(
+    ext: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    o: Any,
+    scale: float,
+    mask: Any,
+    compare: str,
+    rhs: float,
+    fill: float,
+    causal: bool = False,
+    stream: int = 0,
+) -> int:
+    """The kernel with a float32 tensor mask broadcastable to [B, H, Tq, Tk] (read through its strides,
+    0 for broadcast dims); where `mask <compare> rhs` holds the scaled score becomes `fill`."""
+    B, H, Tq, D = q.shape
+    Tk, Dv = k.shape[2], v.shape[3]
+    for t in (q, k, v, o):
+        assert t.stride(3) == 1, "the last dim must be contiguous"
+    strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
+    full = mask.expand(B, H, Tq, Tk)
+    ptrs = [t.data_ptr() for t in (q, k, v, o)]
+    code = COMPARE_CODES[compare]
+    return int(
+        ext.attention_masked(
+            *ptrs,
+            B,
+            H,
+            Tq,
+            Tk,
+            D,
+            Dv,
+            *strides,
+            scale,
+            int(causal),
+            full.data_ptr(),
+            *full.stride(),
+            code,
+            rhs,
+            fill,
+            stream,
+        )
+    )

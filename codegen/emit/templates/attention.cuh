@@ -1,8 +1,10 @@
 // lib attention: fused scaled-dot-product attention forward, exact fp32 (FMA only: no TF32, no half).
 //   O[b, h] = softmax(scale * Q[b, h] K[b, h]^T + mask) V[b, h];  Q [B, H, Tq, D], K [B, H, Tk, D],
 //   V [B, H, Tk, Dv], O [B, H, Tq, Dv]. Mask: none, or causal (key j of query i masked when
-//   j > i + Tk - Tq: torch.tril's / is_causal's for Tq == Tk); a row whose keys are all masked gives NaN,
-//   as PyTorch's softmax of an all -inf row does. Every operand is read (O written) through its own
+//   j > i + Tk - Tq: torch.tril's / is_causal's for Tq == Tk), and/or a tensor mask M [B, H, Tq, Tk]
+//   (any strides; 0 for a broadcast dim) compared with a number: where `M OP rhs` holds, the scaled score
+//   becomes `fill` (MinGPT's `att.masked_fill(bias[:, :, :T, :T] == 0, -inf)`); a row whose keys are
+//   all masked with -inf gives NaN, as PyTorch's softmax of an all -inf row does. Every operand is read (O written) through its own
 //   (b, h, t) element strides, the last dim contiguous: MinGPT's head-split views of a (B, T, H * D)
 //   projection, and the head merge of y.transpose(1, 2).contiguous(), need no copy.
 // Tiling: a block of 128 threads owns 64 query rows (their Q tile stays in shared memory) and walks key
@@ -13,7 +15,10 @@
 // rescale by the same factor). Online softmax: scores never leave the SM; P reaches the P V product
 // through a shared slab (P^T, 4 rows a float4) that only the owning warp reads, so __syncwarp suffices.
 // Causal: key tiles past the block's last row's diagonal are never loaded, and the per-score mask runs
-// only on tiles that cross a diagonal or the end of the keys.
+// only on tiles that cross a diagonal or the end of the keys. A tensor mask is read per tile before K and
+// V (16 floats a thread, L2-resident when broadcast over heads); with a -inf fill, a tile the mask
+// removes for every row of the block adds exactly nothing and is skipped (one __syncthreads_or), so a
+// lower-triangular mask costs what `causal` does without the kernel knowing the mask's values.
 // Why 64 x 32 and 128 threads: at HD = 128 a thread holds 64 + 16 accumulators and ~20 operand registers,
 // so 3 blocks (12 warps) fit an SM's registers, and 3 x 74 KiB of shared memory (Q 64x132, K 32x132,
 // V 32x128, P^T 32x68 floats) fit its 228 KiB; 64-key tiles would leave one block per SM. The padding
@@ -25,6 +30,13 @@
 #define STITCH_ATTN_BM 64  // query rows a block
 #define STITCH_ATTN_BN 32  // keys a tile
 #define STITCH_ATTN_THREADS 128
+// Comparisons of a tensor mask with its number (codegen/emit/attention.py passes these codes).
+#define STITCH_ATTN_EQ 1
+#define STITCH_ATTN_NE 2
+#define STITCH_ATTN_LT 3
+#define STITCH_ATTN_LE 4
+#define STITCH_ATTN_GT 5
+#define STITCH_ATTN_GE 6
 
 struct StitchAttnArgs {
   const float* q;
@@ -37,6 +49,11 @@ struct StitchAttnArgs {
   int64_t q_tiles;
   float scale;
   int causal;
+  const float* mask;  // null: no tensor mask
+  int64_t ms_b, ms_h, ms_i, ms_j;
+  int mcmp;  // STITCH_ATTN_EQ..GE: where `mask OP mrhs` holds, the score becomes mfill
+  float mrhs, mfill;
+  int mskip;  // mfill is -inf: tiles masked for every row are skipped
   int vec_q, vec_k, vec_v, vec_o;  // 16-byte accesses to the operand's rows
 };
 
@@ -70,6 +87,17 @@ __device__ __forceinline__ void stitch_attn_stage(float* dst, const float* __res
       const int r = idx / HD, c = idx % HD;
       if (c < width) dst[r * SS + c] = r < rows ? __ldg(src + r * ld + c) : 0.f;
     }
+  }
+}
+
+__device__ __forceinline__ bool stitch_attn_compare(float m, int op, float rhs) {
+  switch (op) {
+    case STITCH_ATTN_EQ: return m == rhs;
+    case STITCH_ATTN_NE: return m != rhs;
+    case STITCH_ATTN_LT: return m < rhs;
+    case STITCH_ATTN_LE: return m <= rhs;
+    case STITCH_ATTN_GT: return m > rhs;
+    default: return m >= rhs;
   }
 }
 
@@ -121,10 +149,30 @@ __global__ void __launch_bounds__(STITCH_ATTN_THREADS, HD == 128 ? 3 : 4) stitch
   if (a.causal && q0 + qrows + diag < kend) kend = q0 + qrows + diag;  // the block's last row's last key + 1
   const float* kb = a.k + b * a.ks_b + h * a.ks_h;
   const float* vb = a.v + b * a.vs_b + h * a.vs_h;
+  const float* mb = a.mask == nullptr ? nullptr : a.mask + b * a.ms_b + h * a.ms_h + q0 * a.ms_i;
   const int row0 = 4 * ty;
 
   for (int64_t k0 = 0; k0 < kend; k0 += BN) {
     const int krows = (int)(a.Tk - k0 < BN ? a.Tk - k0 : BN);
+    // The tensor mask of this thread's 16 scores: bit 4i + kk set where (row0 + i, key tx + 8kk) is filled.
+    unsigned filled = 0u;
+    if (mb != nullptr) {
+      bool live = false;  // a real score of this thread that the mask keeps
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const int64_t j = k0 + tx + 8 * kk;
+          if (row0 + i < qrows && j < a.Tk) {
+            const bool fill = stitch_attn_compare(__ldg(mb + (row0 + i) * a.ms_i + j * a.ms_j), a.mcmp, a.mrhs);
+            filled |= (unsigned)fill << (4 * i + kk);
+            live = live || !fill;
+          }
+        }
+      }
+      // Uniform across the block; also the barrier before the previous tile's K, V and P are overwritten.
+      if (a.mskip && !__syncthreads_or(live)) continue;
+    }
     __syncthreads();  // every read of the previous tile's K, V and P is done
     stitch_attn_stage<BN, HD, QS>(Ks, kb + k0 * a.ks_t, a.ks_t, krows, D, a.vec_k != 0);
     stitch_attn_stage<BN, HD, HD>(Vs, vb + k0 * a.vs_t, a.vs_t, krows, Dv, a.vec_v != 0);
@@ -162,6 +210,7 @@ __global__ void __launch_bounds__(STITCH_ATTN_THREADS, HD == 128 ? 3 : 4) stitch
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         float x = s[i][kk] * a.scale;
+        if ((filled >> (4 * i + kk)) & 1u) x = a.mfill;
         if (edge) {
           const int64_t j = k0 + tx + 8 * kk;
           if (j >= a.Tk || (a.causal && j > q0 + row0 + i + diag)) x = -INFINITY;
@@ -257,14 +306,18 @@ static int stitch_attention_launch(const StitchAttnArgs& a, unsigned grid, cudaS
   return (int)cudaGetLastError();
 }
 
-// Strides in elements, (b, h, t) per operand; each operand's last dim is contiguous. Returns 0, a CUDA
-// error, or cudaErrorNotSupported (nothing launched) for a head dim above 128 or no keys (Tk == 0).
-extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
-                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
-                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
-                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
-                                cudaStream_t stream) {
+// Strides in elements, (b, h, t) per operand, (b, h, i, j) for the mask; each operand's last dim is
+// contiguous (the mask's need not be). `compare` 0: no tensor mask, else STITCH_ATTN_EQ..GE. Returns 0, a
+// CUDA error, or cudaErrorNotSupported (nothing launched) for a head dim above 128 or no keys (Tk == 0).
+extern "C" int stitch_attention_masked(const float* q, const float* k, const float* v, float* o, int64_t B,
+                                       int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb,
+                                       int64_t q_sh, int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st,
+                                       int64_t v_sb, int64_t v_sh, int64_t v_st, int64_t o_sb, int64_t o_sh,
+                                       int64_t o_st, float scale, int causal, const float* mask, int64_t m_sb,
+                                       int64_t m_sh, int64_t m_si, int64_t m_sj, int compare, float rhs, float fill,
+                                       cudaStream_t stream) {
   if (D < 0 || Dv < 0 || B < 0 || H < 0 || Tq < 0 || Tk < 0) return (int)cudaErrorInvalidValue;
+  if (compare < 0 || compare > STITCH_ATTN_GE || (compare != 0 && mask == nullptr)) return (int)cudaErrorInvalidValue;
   if (D > 128 || Dv > 128 || Tk == 0) return (int)cudaErrorNotSupported;
   if (B == 0 || H == 0 || Tq == 0 || Dv == 0) return (int)cudaGetLastError();  // nothing to write
   StitchAttnArgs a;
@@ -285,6 +338,12 @@ extern "C" int stitch_attention(const float* q, const float* k, const float* v, 
   a.q_tiles = (Tq + STITCH_ATTN_BM - 1) / STITCH_ATTN_BM;
   a.scale = scale;
   a.causal = causal != 0;
+  a.mask = compare != 0 ? mask : nullptr;
+  a.ms_b = m_sb, a.ms_h = m_sh, a.ms_i = m_si, a.ms_j = m_sj;
+  a.mcmp = compare;
+  a.mrhs = rhs;
+  a.mfill = fill;
+  a.mskip = fill == -INFINITY;
   a.vec_q = D % 4 == 0 && stitch_aligned16(q) && ((q_sb | q_sh | q_st) & 3) == 0;
   a.vec_k = D % 4 == 0 && stitch_aligned16(k) && ((k_sb | k_sh | k_st) & 3) == 0;
   a.vec_v = Dv % 4 == 0 && stitch_aligned16(v) && ((v_sb | v_sh | v_st) & 3) == 0;
@@ -295,4 +354,14 @@ extern "C" int stitch_attention(const float* q, const float* k, const float* v, 
   if (hd <= 32) return stitch_attention_launch<32>(a, (unsigned)blocks, stream);
   if (hd <= 64) return stitch_attention_launch<64>(a, (unsigned)blocks, stream);
   return stitch_attention_launch<128>(a, (unsigned)blocks, stream);
+}
+
+// Without a tensor mask.
+extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
+                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
+                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
+                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
+                                cudaStream_t stream) {
+  return stitch_attention_masked(q, k, v, o, B, H, Tq, Tk, D, Dv, q_sb, q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh,
+                                 v_st, o_sb, o_sh, o_st, scale, causal, nullptr, 0, 0, 0, 0, 0, 0.f, 0.f, stream);
 }

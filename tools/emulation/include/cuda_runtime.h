@@ -183,6 +183,7 @@ struct Block {
   void (*body)(void*) = nullptr;
   void* body_arg = nullptr;
   uint64_t exchange[64][32];  // warp shuffles: each lane's value, per warp
+  int votes = 0;  // __syncthreads_count: the block's true predicates of the current barrier
 };
 
 inline Block& block() {
@@ -281,6 +282,7 @@ inline bool run_block(int threads, void (*body)(void*), void* arg) {
   b.body = body;
   b.body_arg = arg;
   b.deadlock = false;
+  b.votes = 0;  // a block that deadlocked mid-vote leaves nothing behind
   for (int i = 0; i < threads; ++i) {
     Fiber& f = b.fibers[i];
     f.linear = i;
@@ -378,6 +380,20 @@ inline T exchange(T v, int src) {
 
 // ---- intrinsics ------------------------------------------------------------------------------------
 inline void __syncthreads() { stitch_emu::yield_as(stitch_emu::kAtBlockBarrier); }
+// The block-wide votes: every live thread adds its predicate, then reads the count after a barrier; the
+// count is cleared between two more barriers, so no thread's next vote lands before every thread has read.
+inline int __syncthreads_count(int predicate) {
+  stitch_emu::Block& b = stitch_emu::block();
+  if (predicate) ++b.votes;
+  stitch_emu::yield_as(stitch_emu::kAtBlockBarrier);
+  const int count = b.votes;
+  stitch_emu::yield_as(stitch_emu::kAtBlockBarrier);
+  b.votes = 0;
+  stitch_emu::yield_as(stitch_emu::kAtBlockBarrier);
+  return count;
+}
+inline int __syncthreads_or(int predicate) { return __syncthreads_count(predicate) != 0; }
+inline int __syncthreads_and(int predicate) { return __syncthreads_count(!predicate) == 0; }
 inline void __syncwarp(unsigned = 0xffffffffu) { stitch_emu::yield_as(stitch_emu::kAtWarpBarrier); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
