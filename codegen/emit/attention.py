@@ -2,8 +2,9 @@
 
 The helper passes q, k and v as they come (typically head-split views of one projection: their
 (b, h, t) strides go to the kernel, no copy unless a last dim is strided), allocates the output
-(B, H, Tq, Dv) contiguous and calls `stitch_attention` on the current stream through a launcher that
-hands its return code to Python, which raises on any nonzero code with the operands' sizes.
+(B, H, Tq, Dv) contiguous (or, when the only reader is the head merge's transpose(1, 2), as a
+(B, T, H, Dv) tensor seen through that transpose, so the merge copies nothing) and calls
+`stitch_attention_masked` on the current stream through a launcher that hands its return code to Python, which raises on any nonzero code with the operands' sizes.
 801 (cudaErrorNotSupported: head dims past 128, no keys) cannot come from a planned group: the
 capture routes only what the kernel takes and the program checks its input shapes. There is no torch
 fallback in the helper on purpose: carrying `_stitch_attention_math` in every program would make the
@@ -56,10 +57,13 @@ def write_attention(writer: GroupWriter, group: Group, helper: Helper) -> tuple[
         sizes = ["B, H, Tq, D = q.shape", "Tk, Dv = k.shape[2], v.shape[3]"]
         strides = "st = [s for t in (q, k, v, o) for s in t.stride()[:3]]"
         out, scores = "(B, H, Tq, Dv)", "B, H, Tq, Tk"
+        if args.get("merge_heads"):  # (B, T, H, Dv) memory: the reader's transpose(1, 2) is contiguous
+            out = "(B, Tq, H, Dv)"
     else:
         sizes = ["B, Tq, D = q.shape", "H, Tk, Dv = 1, k.shape[1], v.shape[2]"]
         strides = "st = [s for t in (q, k, v, o) for s in (t.stride(0), 0, t.stride(1))]"
         out, scores = "(B, Tq, Dv)", "B, Tq, Tk"
+    merged = ".transpose(1, 2)" if p.rank == 4 and args.get("merge_heads") else ""
     if args["mask"] is None:
         mask_lines, mask_args = [], "0, 0, 0, 0, 0, 0, 0.0, 0.0"
     else:
@@ -72,7 +76,7 @@ def write_attention(writer: GroupWriter, group: Group, helper: Helper) -> tuple[
     helper.lines += [
         f"q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in ({q}, {k}, {v}))",
         *sizes,
-        f"o = torch.empty({out}, device=q.device, dtype=torch.float32)",
+        f"o = torch.empty({out}, device=q.device, dtype=torch.float32){merged}",
         strides,
         *mask_lines,
         f"code = _ext.{launcher}(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), B, H, Tq, Tk, D, Dv,"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 import torch.fx as fx
@@ -48,7 +48,7 @@ class _Values:
         return self.values.get(ref) if isinstance(ref, fx.Node) else ref
 
 
-def _calls(node: Any, spellings: tuple[tuple[Any, ...], tuple[str, ...]]) -> bool:
+def _calls(node: Any, spellings: tuple[tuple[Any, ...], tuple[str, ...]]) -> TypeGuard[fx.Node]:
     if not isinstance(node, fx.Node):
         return False
     functions, methods = spellings
@@ -61,6 +61,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
+
+
+def _node(ref: Any) -> fx.Node | None:
+    return ref if isinstance(ref, fx.Node) else None
 
 
 def _sole_user(node: fx.Node) -> fx.Node | None:
@@ -90,12 +94,12 @@ def _transposed_key(values: dict[fx.Node, Any], node: Any) -> fx.Node | None:
     """k of `k.transpose(-2, -1)` (any spelling of the last two dims), else None."""
     if not _calls(node, _TRANSPOSE) or node.kwargs or len(node.args) != 3:
         return None
-    k, a, b = node.args
+    k, a, b = _node(node.args[0]), node.args[1], node.args[2]
     kv = _tensor(values, k)
-    if kv is None or not all(isinstance(d, int) for d in (a, b)):
+    if k is None or kv is None or not isinstance(a, int) or not isinstance(b, int):
         return None
     rank = kv.dim()
-    return k if isinstance(k, fx.Node) and {a % rank, b % rank} == {rank - 2, rank - 1} else None
+    return k if {a % rank, b % rank} == {rank - 2, rank - 1} else None
 
 
 def _scaled(node: fx.Node, values: dict[fx.Node, Any]) -> tuple[fx.Node, float] | None:
@@ -167,27 +171,28 @@ def _match(product: fx.Node, values: dict[fx.Node, Any], root: nn.Module) -> _Ch
     """The chain ending at `product` (the `probs @ v` matmul), or None."""
     if not _calls(product, _MATMULS) or product.kwargs or len(product.args) != 2:
         return None
-    probs, v = product.args
+    probs, v = _node(product.args[0]), _node(product.args[1])
     steps = [product]
-    if isinstance(probs, fx.Node) and _no_dropout(probs, root) and _sole_user(probs) is product:
+    if probs is not None and _no_dropout(probs, root) and _sole_user(probs) is product:
         steps.append(probs)
-        probs = probs.args[0]
+        probs = _node(probs.args[0]) if probs.args else None
     if not _calls(probs, _SOFTMAX) or _sole_user(probs) is not steps[-1] or not _softmax_last(probs, values):
         return None
     steps.append(probs)
-    scores = probs.args[0] if probs.args else probs.kwargs.get("input")
+    scores = _node(probs.args[0] if probs.args else probs.kwargs.get("input"))
     mask = None
     absorbed: list[fx.Node] = []
     if _calls(scores, _MASKED_FILL) and _sole_user(scores) is probs:
-        source = scores.args[0] if scores.args else None
-        mask = _mask(scores, source, values) if isinstance(source, fx.Node) else None
-        if mask is None:
+        source = _node(scores.args[0]) if scores.args else None
+        mask = _mask(scores, source, values) if source is not None else None
+        if mask is None or source is None:
             return None
         steps.append(scores)
-        absorbed.append(scores.args[1] if len(scores.args) > 1 else scores.kwargs["mask"])
+        where = _node(scores.args[1] if len(scores.args) > 1 else scores.kwargs.get("mask"))
+        absorbed += [] if where is None else [where]
         scores = source
     scale = 1.0
-    if isinstance(scores, fx.Node) and not _calls(scores, _MATMULS):
+    if scores is not None and not _calls(scores, _MATMULS):
         found = _scaled(scores, values)
         if found is None or _sole_user(scores) is not steps[-1]:
             return None
@@ -196,13 +201,12 @@ def _match(product: fx.Node, values: dict[fx.Node, Any], root: nn.Module) -> _Ch
     if not _calls(scores, _MATMULS) or _sole_user(scores) is not steps[-1] or len(scores.args) != 2:
         return None
     steps.append(scores)
-    q, kt = scores.args
+    q, kt = _node(scores.args[0]), _node(scores.args[1])
     k = _transposed_key(values, kt)
-    if k is None or not isinstance(q, fx.Node) or not isinstance(v, fx.Node):
+    if k is None or kt is None or q is None or v is None:
         return None
     absorbed.append(kt)
-    operands = [values.get(n) for n in (q, k, v)]
-    if attention_dims(*operands, causal=False) is None:
+    if attention_dims(values.get(q), values.get(k), values.get(v), causal=False) is None:
         return None
     return _Chain(q, k, v, scale, mask, steps[::-1], absorbed)
 

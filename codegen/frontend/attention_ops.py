@@ -133,6 +133,28 @@ def classify_attention(classifier: Classifier, spec: OpSpec) -> None:
         return
     spec.family = ATTENTION
     spec.args = {"q": q, "k": k, "v": v, "scale": scale, "causal": causal, "dims": dims, "mask": mask}
+    spec.args["merge_heads"] = dims.rank == 4 and _read_head_merged(node)
+
+
+def _read_head_merged(node: fx.Node) -> bool:
+    """The output's only reader swaps dims 1 and 2 (`transpose(1, 2)`, or `permute(0, 2, 1, 3)` as the
+    MHA decomposition writes it): the head merge before `.contiguous()` / `.reshape(B, T, C)`. The kernel
+    then writes (B, T, H, Dv) memory, the swapped view is contiguous and the merge copies nothing (the
+    COPY group's `contiguous` aliases a contiguous input). Only then: any other reader gets the
+    (B, H, T, Dv) layout the trace saw."""
+    users = list(node.users)
+    if len(users) != 1 or users[0].op != "call_method" or users[0].kwargs:
+        return False
+    reader = users[0]
+    given: list[Any] = list(reader.args[1:])
+    if reader.target == "permute" and len(given) == 1 and isinstance(given[0], (tuple, list)):
+        given = list(given[0])
+    dims = [d % 4 for d in given if isinstance(d, int)]
+    if not dims or len(dims) != len(given):
+        return False
+    if reader.target == "transpose":
+        return sorted(dims) == [1, 2]
+    return reader.target == "permute" and dims == [0, 2, 1, 3]
 
 
 def _mask_fits(tensor: Any, rest: tuple[Any, ...], p: AttentionDims) -> bool:

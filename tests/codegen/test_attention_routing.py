@@ -234,6 +234,22 @@ def test_attention_programs_compute_the_reference_in_the_emulation(tmp_path: Pat
     _assert_close(*emulated_outputs(problem, program))
 
 
+@pytest.mark.parametrize(
+    ("label", "merged"),
+    [("mingpt causal head split", True), ("mingpt masked_fill of a buffer", True), ("sdpa causal", False)],
+)
+def test_a_head_merge_reads_the_kernels_output_in_place(label: str, merged: bool) -> None:
+    """When the output's only reader is `transpose(1, 2)`, the kernel writes (B, T, H, Dv) memory, so the
+    merge's `.contiguous()` aliases it (no copy launched); an output read as it is stays (B, H, T, Dv)."""
+    policy = OfflinePolicy()
+    task = Task(name="attention_case", path="attention_case.py", source=source(label))
+    program = policy.write(task, policy.plan(task, None), 1).source
+    assert (
+        "torch.empty((B, Tq, H, Dv), device=q.device, dtype=torch.float32).transpose(1, 2)" in program
+    ) == merged
+    assert ("torch.empty((B, H, Tq, Dv)," in program) != merged
+
+
 @pytest.mark.slow
 def test_a_kernel_refusal_raises_with_the_sizes(tmp_path: Path) -> None:
     """801 cannot come from a planned group; were it returned, the helper says so rather than
