@@ -157,6 +157,49 @@ def test_the_emulated_runtime_runs_barriers_and_shuffles_and_checks_launches() -
     assert ext.run(0, *ptrs, n) == 0  # an error does not stick past cudaGetLastError
 
 
+VOTES_CUDA = r"""
+// Each of a block's threads votes five times in a row: counts, any, all (a fast thread's next vote
+// must not land in the count its neighbours are still reading).
+__global__ void votes(int* out, int rounds) {
+  const int t = (int)threadIdx.x;
+  for (int r = 0; r < rounds; ++r) {
+    const int count = __syncthreads_count(t % (r + 2) == 0);
+    const int any = __syncthreads_or(t == 7 * r);
+    const int all = __syncthreads_and(t < 90 + r);
+    out[(blockIdx.x * rounds + r) * 3 + 0] = count;
+    out[(blockIdx.x * rounds + r) * 3 + 1] = any;
+    out[(blockIdx.x * rounds + r) * 3 + 2] = all;
+  }
+}
+extern "C" int run_votes(int* out, int blocks, int threads, int rounds) {
+  votes<<<blocks, threads>>>(out, rounds);
+  return (int)cudaGetLastError();
+}
+"""
+VOTES_CPP = r"""
+#include <pybind11/pybind11.h>
+#include <cstdint>
+extern "C" int run_votes(int* out, int blocks, int threads, int rounds);
+static int64_t py_votes(std::uintptr_t out, int64_t blocks, int64_t threads, int64_t rounds) {
+  return run_votes(reinterpret_cast<int*>(out), (int)blocks, (int)threads, (int)rounds);
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("votes", &py_votes); }
+"""
+
+
+@pytest.mark.slow
+def test_block_votes_count_every_thread_once_per_barrier() -> None:
+    """__syncthreads_count / _or / _and (the attention kernel's tile skip) over 100 threads, 12 rounds."""
+    ext = build_module(VOTES_CUDA, VOTES_CPP)
+    blocks, threads, rounds = 2, 100, 12
+    out = torch.zeros(blocks, rounds, 3, dtype=torch.int32)
+    assert ext.votes(out.data_ptr(), blocks, threads, rounds) == 0
+    t = torch.arange(threads)
+    for r in range(rounds):
+        want = [int((t % (r + 2) == 0).sum()), int(7 * r < threads), int(90 + r >= threads)]
+        assert out[:, r].tolist() == [want] * blocks, r
+
+
 FIXTURE_FILES = sorted(FIXTURES.rglob("*.py"))
 SPLIT_FIXTURES = [p for p in FIXTURE_FILES if "Families" in p.stem or "Decomposed" in p.stem]
 
