@@ -39,7 +39,7 @@ _DROPOUT = ((F.dropout, torch.dropout), ("dropout",))
 
 
 class _Values:
-    """The meta value of a node (constants as themselves): what mask_ops.comparison asks for."""
+    """The meta value of a node (constants as themselves): mask_ops.Values, for its comparison()."""
 
     def __init__(self, values: dict[fx.Node, Any]) -> None:
         self.values = values
@@ -132,7 +132,7 @@ def _mask(
     where, fill = args[1], _number(args[2])
     if fill is None or not isinstance(where, fx.Node):
         return None
-    found = comparison(_Values(values), where)  # type: ignore[arg-type]
+    found = comparison(_Values(values), where)
     if found is None:
         return None
     op, tensor, number = found

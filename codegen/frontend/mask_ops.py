@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.fx as fx
@@ -47,13 +47,20 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _float_operand(classifier: Classifier, ref: Any) -> bool:
+class Values(Protocol):
+    """What the comparison helpers read: the meta value of a node (constants as themselves). The
+    classifier is one; attention_chain.py passes the capture's values before classification."""
+
+    def value(self, ref: Any) -> Any: ...
+
+
+def _float_operand(classifier: Values, ref: Any) -> bool:
     """A float32 tensor or a Python number (what an elementwise chain can load)."""
     value = classifier.value(ref)
     return (isinstance(value, torch.Tensor) and value.dtype == torch.float32) or _number(value)
 
 
-def comparison(classifier: Classifier, node: Any) -> tuple[str, Any, Any] | None:
+def comparison(classifier: Values, node: Any) -> tuple[str, Any, Any] | None:
     """(op, a, b) when `node` compares two float operands elementwise (`a == 0`, `torch.lt(a, b)`)."""
     if not isinstance(node, fx.Node) or node.op not in ("call_function", "call_method") or node.kwargs:
         return None

@@ -7,6 +7,7 @@ the kernel's return code handed back. Standard library only, so the GPU machine 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,32 +16,23 @@ NOT_SUPPORTED = 801  # cudaErrorNotSupported: head dims past 128, or no keys
 # The template's STITCH_ATTN_EQ..GE: where `mask OP rhs` holds, the score takes the fill value.
 COMPARE_CODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6}
 
-BINDING = r"""
+
+def _declaration() -> str:
+    """The template's own `extern "C" ... stitch_attention_masked(...)` signature, as a declaration."""
+    source = (TEMPLATES / "attention.cuh").read_text()
+    found = re.search(r'extern "C" int stitch_attention_masked\([^)]*\)', source)
+    assert found is not None, "attention.cuh lost stitch_attention_masked"
+    return found.group(0) + ";"
+
+
+BINDING = (
+    r"""
 #include <pybind11/pybind11.h>
 #include <cuda_runtime.h>
 #include <cstdint>
-extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
-                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
-                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
-                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
-                                cudaStream_t stream);
-static int64_t py_attention(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t o, int64_t B,
-                            int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
-                            int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
-                            int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, double scale, int64_t causal,
-                            std::uintptr_t stream) {
-  return stitch_attention(reinterpret_cast<const float*>(q), reinterpret_cast<const float*>(k),
-                          reinterpret_cast<const float*>(v), reinterpret_cast<float*>(o), B, H, Tq, Tk, D, Dv, q_sb,
-                          q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb, o_sh, o_st, (float)scale, (int)causal,
-                          reinterpret_cast<cudaStream_t>(stream));
-}
-extern "C" int stitch_attention_masked(const float* q, const float* k, const float* v, float* o, int64_t B,
-                                       int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb,
-                                       int64_t q_sh, int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st,
-                                       int64_t v_sb, int64_t v_sh, int64_t v_st, int64_t o_sb, int64_t o_sh,
-                                       int64_t o_st, float scale, int causal, const float* mask, int64_t m_sb,
-                                       int64_t m_sh, int64_t m_si, int64_t m_sj, int compare, float rhs, float fill,
-                                       cudaStream_t stream);
+"""
+    + _declaration()
+    + r"""
 static int64_t py_attention_masked(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t o,
                                    int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv,
                                    int64_t q_sb, int64_t q_sh, int64_t q_st, int64_t k_sb, int64_t k_sh,
@@ -54,11 +46,9 @@ static int64_t py_attention_masked(std::uintptr_t q, std::uintptr_t k, std::uint
       o_sh, o_st, (float)scale, (int)causal, reinterpret_cast<const float*>(mask), m_sb, m_sh, m_si, m_sj,
       (int)compare, (float)rhs, (float)fill, reinterpret_cast<cudaStream_t>(stream));
 }
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("attention", &py_attention);
-  m.def("attention_masked", &py_attention_masked);
-}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("attention_masked", &py_attention_masked); }
 """
+)
 
 
 def cuda_source() -> str:
@@ -69,14 +59,18 @@ def cuda_source() -> str:
 def run_attention(
     ext: Any, q: Any, k: Any, v: Any, o: Any, scale: float, causal: bool, stream: int = 0
 ) -> int:
-    """The kernel on 4-D views q [B, H, Tq, D], k, v, o (any strides, last dim contiguous); its return code."""
+    """The kernel on 4-D views q [B, H, Tq, D], k, v, o (any strides, last dim contiguous), no tensor
+    mask; its return code."""
     B, H, Tq, D = q.shape
     Tk, Dv = k.shape[2], v.shape[3]
     for t in (q, k, v, o):
         assert t.stride(3) == 1, "the last dim must be contiguous"
     strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
     ptrs = [t.data_ptr() for t in (q, k, v, o)]
-    return int(ext.attention(*ptrs, B, H, Tq, Tk, D, Dv, *strides, scale, int(causal), stream))
+    no_mask = (0, 0, 0, 0, 0, 0, 0.0, 0.0)
+    return int(
+        ext.attention_masked(*ptrs, B, H, Tq, Tk, D, Dv, *strides, scale, int(causal), *no_mask, stream)
+    )
 
 
 def run_attention_masked(

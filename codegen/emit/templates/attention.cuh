@@ -355,13 +355,3 @@ extern "C" int stitch_attention_masked(const float* q, const float* k, const flo
   if (hd <= 64) return stitch_attention_launch<64>(a, (unsigned)blocks, stream);
   return stitch_attention_launch<128>(a, (unsigned)blocks, stream);
 }
-
-// Without a tensor mask.
-extern "C" int stitch_attention(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
-                                int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb, int64_t q_sh,
-                                int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st, int64_t v_sb, int64_t v_sh,
-                                int64_t v_st, int64_t o_sb, int64_t o_sh, int64_t o_st, float scale, int causal,
-                                cudaStream_t stream) {
-  return stitch_attention_masked(q, k, v, o, B, H, Tq, Tk, D, Dv, q_sb, q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh,
-                                 v_st, o_sb, o_sh, o_st, scale, causal, nullptr, 0, 0, 0, 0, 0, 0.f, 0.f, stream);
-}
