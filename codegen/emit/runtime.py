@@ -129,12 +129,16 @@ def _stitch_attention_masked_math(
     rhs: float,
     fill: float,
 ) -> torch.Tensor:
-    """softmax(masked_fill(q @ k^T * scale, mask <compare> rhs, fill)) @ v, written out in torch.
+    """softmax(masked_fill(q @ k^T * scale, mask <compare> rhs, fill)) @ v, or with compare "add"
+    softmax(q @ k^T * scale + mask) @ v (SDPA's float attn_mask), written out in torch.
 
     The written-out chain (MinGPT's causal buffer) that codegen/frontend/attention_chain.py records as
-    one call; the fused kernel implements it with the mask compared in registers."""
+    one call; the fused kernel implements it with the mask compared (or added) in registers."""
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
-    scores = scores.masked_fill(getattr(torch, compare)(mask, rhs), fill)
+    if compare == "add":
+        scores = scores + mask
+    else:
+        scores = scores.masked_fill(getattr(torch, compare)(mask, rhs), fill)
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 

@@ -9,9 +9,9 @@ and replaces a chain it can prove equivalent with one `_stitch_attention_masked_
 `_stitch_attention_math` when there is no mask); anything it is unsure of stays written out.
 
 A chain matches when each intermediate is read only by the next step:
-matmul(q, transpose(k, -2, -1)) [* or / a number] [masked_fill(M OP number, number)] softmax(-1)
+matmul(q, transpose(k, -2, -1)) [* or / a number] [masked_fill(M OP number, number) or + M] softmax(-1)
 [dropout with p = 0] matmul(., v), with float32 operands the kernel takes (attention_ops.attention_dims)
-and a float32 mask tensor that broadcasts to the scores.
+and a float32 mask tensor M that broadcasts to the scores (compared in the kernel, or added).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ _SOFTMAX = ((torch.softmax, F.softmax), ("softmax",))
 _MUL = ((operator.mul, torch.mul), ("mul",))
 _DIV = ((operator.truediv, torch.div, torch.true_divide), ("div", "true_divide"))
 _MASKED_FILL = ((torch.masked_fill,), ("masked_fill",))
+_ADD = ((operator.add, torch.add), ("add",))
 _TRANSPOSE = ((torch.transpose,), ("transpose",))
 _DROPOUT = ((F.dropout, torch.dropout), ("dropout",))
 
@@ -145,6 +146,24 @@ def _mask(
     return tensor, op, rhs, fill
 
 
+def _added(node: fx.Node, values: dict[fx.Node, Any]) -> tuple[fx.Node, fx.Node] | None:
+    """(scores, mask) of `scores + mask` / `mask + scores`: scores a (scaled) matmul, the mask a float32
+    tensor that broadcasts to them (an additive mask or bias)."""
+    if node.kwargs or len(node.args) != 2:
+        return None
+    for scores, mask in (node.args, node.args[::-1]):
+        if not (_calls(scores, _MATMULS) or _calls(scores, _MUL) or _calls(scores, _DIV)):
+            continue
+        tensor, out = _tensor(values, mask), values.get(scores)
+        if tensor is None or not isinstance(mask, fx.Node) or not isinstance(out, torch.Tensor):
+            continue
+        if broadcasts_to(tuple(tensor.shape), tuple(out.shape)) and tuple(values[node].shape) == tuple(
+            out.shape
+        ):
+            return scores, mask
+    return None
+
+
 def _softmax_last(node: fx.Node, values: dict[fx.Node, Any]) -> bool:
     args, kwargs = list(node.args), dict(node.kwargs)
     kwargs.pop("_stacklevel", None)
@@ -180,7 +199,7 @@ def _match(product: fx.Node, values: dict[fx.Node, Any], root: nn.Module) -> _Ch
         return None
     steps.append(probs)
     scores = _node(probs.args[0] if probs.args else probs.kwargs.get("input"))
-    mask = None
+    mask: tuple[fx.Node, str, float, float] | None = None
     absorbed: list[fx.Node] = []
     if _calls(scores, _MASKED_FILL) and _sole_user(scores) is probs:
         source = _node(scores.args[0]) if scores.args else None
@@ -191,13 +210,20 @@ def _match(product: fx.Node, values: dict[fx.Node, Any], root: nn.Module) -> _Ch
         where = _node(scores.args[1] if len(scores.args) > 1 else scores.kwargs.get("mask"))
         absorbed += [] if where is None else [where]
         scores = source
-    scale = 1.0
-    if scores is not None and not _calls(scores, _MATMULS):
-        found = _scaled(scores, values)
-        if found is None or _sole_user(scores) is not steps[-1]:
+    elif _calls(scores, _ADD) and _sole_user(scores) is probs:
+        biased = _added(scores, values)
+        if biased is None:
             return None
         steps.append(scores)
-        scores, scale = found
+        mask = (biased[1], "add", 0.0, 0.0)
+        scores = biased[0]
+    scale = 1.0
+    if scores is not None and not _calls(scores, _MATMULS):
+        scaled = _scaled(scores, values)
+        if scaled is None or _sole_user(scores) is not steps[-1]:
+            return None
+        steps.append(scores)
+        scores, scale = scaled
     if not _calls(scores, _MATMULS) or _sole_user(scores) is not steps[-1] or len(scores.args) != 2:
         return None
     steps.append(scores)

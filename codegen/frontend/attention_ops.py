@@ -2,13 +2,14 @@
 
 Why a module of its own: the decompositions of `F.scaled_dot_product_attention` and
 `nn.MultiheadAttention` (decompose.py) record the whole product as one call of
-`_stitch_attention_math` when templates/attention.cuh can run it, so the scores never go through
-global memory; what it cannot run (a mask tensor, head dims past 128, other dtypes or ranks, a causal
-mask with Tq != Tk, whose diagonal the kernel places bottom-right where PyTorch places it top-left)
-stays written out. MHA's weights are only known to be read after the trace: `unfuse_read_weights`
-turns a fused call whose written-out weights survived back into `weights @ v`. Chains written out by
-hand (MinGPT's masked_fill of a buffer) become `_stitch_attention_masked_math` (attention_chain.py):
-the same family, with a tensor mask compared with a number in the kernel.
+`_stitch_attention_math` (or `_stitch_attention_masked_math` with a float32 mask added to the scores)
+when templates/attention.cuh can run it, so the scores never go through global memory; what it cannot
+run (a bool mask, head dims past 128, other dtypes or ranks, a causal mask with Tq != Tk, whose
+diagonal the kernel places bottom-right where PyTorch places it top-left) stays written out. MHA's
+weights are only known to be read after the trace: `unfuse_read_weights` turns a fused call whose
+written-out weights survived back into `weights @ v`. Chains written out by hand (MinGPT's
+masked_fill of a buffer) become `_stitch_attention_masked_math` too (attention_chain.py), with the
+mask compared with a number in the kernel.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ ATTENTION_FUNCTIONS: list[tuple[str, list[Any]]] = [
     ("attention", [_stitch_attention_math, _stitch_attention_masked_math])
 ]
 MAX_HEAD_DIM = 128  # the template's largest instantiation (it refuses larger ones with 801)
-# the kernel's STITCH_ATTN_EQ..GE codes (templates/attention.cuh), by comparison
-MASK_COMPARISONS = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6}
+# the kernel's STITCH_ATTN_EQ..ADD codes (templates/attention.cuh): a comparison whose true scores take
+# the fill value, or "add" (the mask is added to the scaled scores)
+MASK_COMPARISONS = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7}
 WEIGHTS = "stitch_attention_weights"  # node.meta key: the written-out weights of an MHA call
 
 
@@ -80,16 +82,33 @@ def attention_dims(q: Any, k: Any, v: Any, causal: bool) -> AttentionDims | None
 
 
 def record_fused(
-    tracer: fx.Tracer, q: Any, k: Any, v: Any, scale: float, causal: bool, weights: Any = None
+    tracer: fx.Tracer,
+    q: Any,
+    k: Any,
+    v: Any,
+    scale: float,
+    causal: bool,
+    weights: Any = None,
+    mask: Any = None,
 ) -> Any:
     """The proxy of one fused call, or None when the kernel cannot compute it (the caller writes it out).
-    `weights`: the written-out weights of the same product, kept if the trace ends up reading them."""
+    `weights`: the written-out weights of the same product, kept if the trace ends up reading them;
+    `mask`: a float32 tensor added to the scaled scores (SDPA's float attn_mask)."""
     if not all(isinstance(t, fx.Proxy) for t in (q, k, v)):
         return None
-    if attention_dims(meta_of(tracer, q), meta_of(tracer, k), meta_of(tracer, v), causal) is None:
+    dims = attention_dims(meta_of(tracer, q), meta_of(tracer, k), meta_of(tracer, v), causal)
+    if dims is None:
         return None
-    args = (q, k, v, float(scale), causal)
-    proxy = tracer.create_proxy("call_function", _stitch_attention_math, args, {}, name="attention")
+    if mask is None:
+        target: Any = _stitch_attention_math
+        args: tuple[Any, ...] = (q, k, v, float(scale), causal)
+    else:
+        meta = meta_of(tracer, mask)
+        if causal or meta is None or not _mask_fits(meta, ("add", 0.0, 0.0), dims):
+            return None
+        target = _stitch_attention_masked_math
+        args = (q, k, v, float(scale), mask, "add", 0.0, 0.0)
+    proxy = tracer.create_proxy("call_function", target, args, {}, name="attention")
     if weights is not None:
         proxy.node.meta[WEIGHTS] = weights.node
     return proxy
@@ -101,7 +120,8 @@ def unfuse_read_weights(graph: fx.Graph, values: dict[fx.Node, Any]) -> None:
     live = set(graph.nodes)
     for node in list(graph.nodes):
         weights = node.meta.pop(WEIGHTS, None)  # no reference to a dropped node stays behind
-        if node.target is not _stitch_attention_math or weights is None or weights not in live:
+        fused = node.target is _stitch_attention_math or node.target is _stitch_attention_masked_math
+        if not fused or weights is None or weights not in live:
             continue
         with graph.inserting_after(node):
             product = graph.call_function(torch.matmul, (weights, node.args[2]))

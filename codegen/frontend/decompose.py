@@ -46,14 +46,20 @@ def _attend(
     is_causal: bool,
     scale: float,
     need_weights: bool = False,
+    true_masks: bool = False,
 ) -> tuple[Any, Any]:
     """softmax(q @ k^T * scale + mask) @ v over the last two dims; returns (context, weights).
 
-    Without a mask tensor the product is one fused call when our kernel can compute it
-    (attention_ops.py). With `need_weights` (MHA's) the weights are written out as well; the
-    capture keeps the fused call only if nothing reads them (attention_ops.unfuse_read_weights)."""
-    if mask is None and not need_weights:
-        fused = record_fused(tracer, q, k, v, scale, is_causal)
+    A float mask is added; a bool mask keeps the keys where it is True (SDPA's meaning), or masks
+    them where `true_masks` (nn.MultiheadAttention's meaning: True is "not allowed to attend").
+
+    Without a mask tensor, or with a float32 one (added in the kernel), the product is one fused call
+    when our kernel can compute it (attention_ops.py). With `need_weights` (MHA's) the weights are
+    written out as well; the capture keeps the fused call only if nothing reads them
+    (attention_ops.unfuse_read_weights). Bool masks keep the written-out form."""
+    fusable = mask is None or dtype_of(tracer, mask) == torch.float32
+    if fusable and not need_weights:
+        fused = record_fused(tracer, q, k, v, scale, is_causal, mask=mask)
         if fused is not None:
             return fused, None
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
@@ -62,11 +68,11 @@ def _attend(
         scores = scores.masked_fill(upper, float("-inf"))
     if mask is not None:
         if mask.dtype == torch.bool:
-            scores = scores.masked_fill(mask.logical_not(), float("-inf"))
+            scores = scores.masked_fill(mask if true_masks else mask.logical_not(), float("-inf"))
         else:
             scores = scores + mask
     probs = torch.softmax(scores, dim=-1)
-    fused = record_fused(tracer, q, k, v, scale, is_causal, probs) if mask is None and need_weights else None
+    fused = record_fused(tracer, q, k, v, scale, is_causal, probs, mask) if fusable and need_weights else None
     return (torch.matmul(probs, v) if fused is None else fused), probs
 
 
@@ -158,6 +164,7 @@ def multihead_attention(tracer: fx.Tracer, module: nn.MultiheadAttention, *args:
         is_causal,
         1.0 / math.sqrt(head_dim),
         bound["need_weights"],
+        true_masks=True,
     )
     order = (0, 2, 1, 3) if module.batch_first else (2, 0, 1, 3)
     context = context.permute(*order).reshape(

@@ -4,7 +4,7 @@ mask (with Tq < Tk, and Tq > Tk where whole rows are masked and give NaN), head-
 (B, T, H * D) projection read through their strides, the output written through strides into a
 (B, T, H * Dv) tensor, the scalar paths (head dims off a multiple of 4, misaligned rows), a tensor mask
 compared with a number (MinGPT's lower-triangular buffer sliced and broadcast, whose fully masked key
-tiles are skipped; finite fills; rows with every key masked), and the error codes for head dims past 128
+tiles are skipped; finite fills; rows with every key masked; a float mask added, SDPA's attn_mask), and the error codes for head dims past 128
 and a bad comparison. With nvcc installed, every instantiation builds for sm_90 without
 spilling."""
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from support.attention_binding import BINDING, NOT_SUPPORTED, cuda_source, run_attention, run_attention_masked
 from support.nvcc_build import NVCC
 
@@ -189,6 +190,31 @@ def test_a_per_head_random_mask_with_any_comparison_and_fill(
     o = torch.zeros(B, H, Tq, D)
     assert run_attention_masked(ext, q, k, v, o, 0.3, mask, compare, rhs, fill) == 0
     check(o, masked_reference(q, k, v, 0.3, mask, compare, rhs, fill))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(1, 1, 70, 45), (2, 1, 70, 1), (70, 45)])
+def test_an_added_mask_is_sdpas_float_attn_mask(ext, shape: tuple[int, ...]) -> None:
+    """A float mask added to the scaled scores (-inf entries included, broadcast over batch, heads or
+    keys), as SDPA's `attn_mask` in its math form; nothing is skipped for it. (No row is masked whole:
+    PyTorch's SDPA backends differ there, NaN in the math form, 0 in some fused ones.)"""
+    B, H, Tq, Tk, D = 2, 2, 70, 45, 32
+    torch.manual_seed(len(shape))
+    q, k, v = torch.randn(B, H, Tq, D), torch.randn(B, H, Tk, D), torch.randn(B, H, Tk, D)
+    bias = torch.randn(shape)
+    if shape[-1] != 1:
+        bias[..., 5, ::2] = float("-inf")
+    o = torch.zeros(B, H, Tq, D)
+    assert run_attention_masked(ext, q, k, v, o, 0.2, bias, "add", 0.0, 0.0) == 0
+    scores = 0.2 * q.double() @ k.double().transpose(-2, -1) + bias.double()
+    want = torch.softmax(scores, -1) @ v.double()
+    torch.testing.assert_close(
+        want,
+        F.scaled_dot_product_attention(
+            q.double(), k.double(), v.double(), attn_mask=bias.double(), scale=0.2
+        ),
+    )
+    check(o, want)
 
 
 @pytest.mark.slow

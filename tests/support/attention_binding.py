@@ -14,7 +14,7 @@ from typing import Any
 TEMPLATES = Path(__file__).resolve().parents[2] / "codegen" / "emit" / "templates"
 NOT_SUPPORTED = 801  # cudaErrorNotSupported: head dims past 128, or no keys
 # The template's STITCH_ATTN_EQ..GE: where `mask OP rhs` holds, the score takes the fill value.
-COMPARE_CODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6}
+COMPARE_CODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7}
 
 
 def _declaration() -> str:

@@ -3,8 +3,9 @@
 //   V [B, H, Tk, Dv], O [B, H, Tq, Dv]. Mask: none, or causal (key j of query i masked when
 //   j > i + Tk - Tq: torch.tril's / is_causal's for Tq == Tk), and/or a tensor mask M [B, H, Tq, Tk]
 //   (any strides; 0 for a broadcast dim) compared with a number: where `M OP rhs` holds, the scaled score
-//   becomes `fill` (MinGPT's `att.masked_fill(bias[:, :, :T, :T] == 0, -inf)`); a row whose keys are
-//   all masked with -inf gives NaN, as PyTorch's softmax of an all -inf row does. Every operand is read (O written) through its own
+//   becomes `fill` (MinGPT's `att.masked_fill(bias[:, :, :T, :T] == 0, -inf)`), or added to the scaled
+//   score (SDPA's float `attn_mask`); a row whose keys are all masked with -inf gives NaN, as PyTorch's
+//   softmax of an all -inf row does. Every operand is read (O written) through its own
 //   (b, h, t) element strides, the last dim contiguous: MinGPT's head-split views of a (B, T, H * D)
 //   projection, and the head merge of y.transpose(1, 2).contiguous(), need no copy.
 // Tiling: a block of 128 threads owns 64 query rows (their Q tile stays in shared memory) and walks key
@@ -37,6 +38,7 @@
 #define STITCH_ATTN_LE 4
 #define STITCH_ATTN_GT 5
 #define STITCH_ATTN_GE 6
+#define STITCH_ATTN_ADD 7  // not a comparison: the mask is added to the scaled score (SDPA's float attn_mask)
 
 struct StitchAttnArgs {
   const float* q;
@@ -51,7 +53,7 @@ struct StitchAttnArgs {
   int causal;
   const float* mask;  // null: no tensor mask
   int64_t ms_b, ms_h, ms_i, ms_j;
-  int mcmp;  // STITCH_ATTN_EQ..GE: where `mask OP mrhs` holds, the score becomes mfill
+  int mcmp;  // STITCH_ATTN_EQ..GE: where `mask OP mrhs` holds, the score becomes mfill; ADD: score + mask
   float mrhs, mfill;
   int mskip;  // mfill is -inf: tiles masked for every row are skipped
   int vec_q, vec_k, vec_v, vec_o;  // 16-byte accesses to the operand's rows
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(STITCH_ATTN_THREADS, HD == 128 ? 3 : 4) stitch
     const int krows = (int)(a.Tk - k0 < BN ? a.Tk - k0 : BN);
     // The tensor mask of this thread's 16 scores: bit 4i + kk set where (row0 + i, key tx + 8kk) is filled.
     unsigned filled = 0u;
-    if (mb != nullptr) {
+    if (mb != nullptr && a.mcmp != STITCH_ATTN_ADD) {
       bool live = false;  // a real score of this thread that the mask keeps
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -210,9 +212,12 @@ __global__ void __launch_bounds__(STITCH_ATTN_THREADS, HD == 128 ? 3 : 4) stitch
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         float x = s[i][kk] * a.scale;
+        const int64_t j = k0 + tx + 8 * kk;
         if ((filled >> (4 * i + kk)) & 1u) x = a.mfill;
+        // An added mask is read here, not before the tile (16 more live registers through Q K^T would
+        // spill at HD = 128); nothing is skipped for it.
+        if (a.mcmp == STITCH_ATTN_ADD && row0 + i < qrows && j < a.Tk) x += __ldg(mb + (row0 + i) * a.ms_i + j * a.ms_j);
         if (edge) {
-          const int64_t j = k0 + tx + 8 * kk;
           if (j >= a.Tk || (a.causal && j > q0 + row0 + i + diag)) x = -INFINITY;
         }
         s[i][kk] = x;
@@ -307,7 +312,7 @@ static int stitch_attention_launch(const StitchAttnArgs& a, unsigned grid, cudaS
 }
 
 // Strides in elements, (b, h, t) per operand, (b, h, i, j) for the mask; each operand's last dim is
-// contiguous (the mask's need not be). `compare` 0: no tensor mask, else STITCH_ATTN_EQ..GE. Returns 0, a
+// contiguous (the mask's need not be). `compare` 0: no tensor mask, else STITCH_ATTN_EQ..ADD. Returns 0, a
 // CUDA error, or cudaErrorNotSupported (nothing launched) for a head dim above 128 or no keys (Tk == 0).
 extern "C" int stitch_attention_masked(const float* q, const float* k, const float* v, float* o, int64_t B,
                                        int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb,
@@ -317,7 +322,7 @@ extern "C" int stitch_attention_masked(const float* q, const float* k, const flo
                                        int64_t m_sh, int64_t m_si, int64_t m_sj, int compare, float rhs, float fill,
                                        cudaStream_t stream) {
   if (D < 0 || Dv < 0 || B < 0 || H < 0 || Tq < 0 || Tk < 0) return (int)cudaErrorInvalidValue;
-  if (compare < 0 || compare > STITCH_ATTN_GE || (compare != 0 && mask == nullptr)) return (int)cudaErrorInvalidValue;
+  if (compare < 0 || compare > STITCH_ATTN_ADD || (compare != 0 && mask == nullptr)) return (int)cudaErrorInvalidValue;
   if (D > 128 || Dv > 128 || Tk == 0) return (int)cudaErrorNotSupported;
   if (B == 0 || H == 0 || Tq == 0 || Dv == 0) return (int)cudaGetLastError();  // nothing to write
   StitchAttnArgs a;
@@ -343,7 +348,7 @@ extern "C" int stitch_attention_masked(const float* q, const float* k, const flo
   a.mcmp = compare;
   a.mrhs = rhs;
   a.mfill = fill;
-  a.mskip = fill == -INFINITY;
+  a.mskip = compare != STITCH_ATTN_ADD && fill == -INFINITY;
   a.vec_q = D % 4 == 0 && stitch_aligned16(q) && ((q_sb | q_sh | q_st) & 3) == 0;
   a.vec_k = D % 4 == 0 && stitch_aligned16(k) && ((k_sb | k_sh | k_st) & 3) == 0;
   a.vec_v = Dv % 4 == 0 && stitch_aligned16(v) && ((v_sb | v_sh | v_st) & 3) == 0;
