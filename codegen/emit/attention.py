@@ -33,7 +33,7 @@ ATTENTION_PARAMS: list[tuple[str, str]] = [
     *[("int64_t", f"{t}_s{d}") for t in _OPERANDS for d in "bht"],
     ("float", "scale"),
     ("int", "causal"),
-    ("const float*", "mask"),
+    ("const void*", "mask"),
     *[("int64_t", f"m_s{d}") for d in "bhij"],
     ("int", "compare"),
     ("float", "rhs"),

@@ -129,14 +129,17 @@ def _stitch_attention_masked_math(
     rhs: float,
     fill: float,
 ) -> torch.Tensor:
-    """softmax(masked_fill(q @ k^T * scale, mask <compare> rhs, fill)) @ v, or with compare "add"
-    softmax(q @ k^T * scale + mask) @ v (SDPA's float attn_mask), written out in torch.
+    """softmax(masked_fill(q @ k^T * scale, mask <compare> rhs, fill)) @ v; with compare "add"
+    softmax(q @ k^T * scale + mask) @ v (SDPA's float attn_mask); with "keep" / "drop" a bool mask
+    whose True keeps / masks a key (SDPA's / MHA's bool attn_mask); written out in torch.
 
     The written-out chain (MinGPT's causal buffer) that codegen/frontend/attention_chain.py records as
     one call; the fused kernel implements it with the mask compared (or added) in registers."""
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     if compare == "add":
         scores = scores + mask
+    elif compare in ("keep", "drop"):  # a bool mask: True keeps a key (SDPA), or masks it (MHA)
+        scores = scores.masked_fill(mask.logical_not() if compare == "keep" else mask, fill)
     else:
         scores = scores.masked_fill(getattr(torch, compare)(mask, rhs), fill)
     return torch.matmul(torch.softmax(scores, dim=-1), v)

@@ -2,9 +2,10 @@
 
 Why a module of its own: the decompositions of `F.scaled_dot_product_attention` and
 `nn.MultiheadAttention` (decompose.py) record the whole product as one call of
-`_stitch_attention_math` (or `_stitch_attention_masked_math` with a float32 mask added to the scores)
+`_stitch_attention_math` (or `_stitch_attention_masked_math` with a float32 mask added to the scores,
+or a bool mask whose True keeps or masks a key)
 when templates/attention.cuh can run it, so the scores never go through global memory; what it cannot
-run (a bool mask, head dims past 128, other dtypes or ranks, a causal mask with Tq != Tk, whose
+run (head dims past 128, other dtypes or ranks, a causal mask with Tq != Tk, whose
 diagonal the kernel places bottom-right where PyTorch places it top-left) stays written out. MHA's
 weights are only known to be read after the trace: `unfuse_read_weights` turns a fused call whose
 written-out weights survived back into `weights @ v`. Chains written out by hand (MinGPT's
@@ -32,9 +33,11 @@ ATTENTION_FUNCTIONS: list[tuple[str, list[Any]]] = [
     ("attention", [_stitch_attention_math, _stitch_attention_masked_math])
 ]
 MAX_HEAD_DIM = 128  # the template's largest instantiation (it refuses larger ones with 801)
-# the kernel's STITCH_ATTN_EQ..ADD codes (templates/attention.cuh): a comparison whose true scores take
-# the fill value, or "add" (the mask is added to the scaled scores)
-MASK_COMPARISONS = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7}
+# the kernel's STITCH_ATTN_EQ..DROP codes (templates/attention.cuh): a comparison of a float32 mask whose
+# true scores take the fill value, "add" (a float32 mask added to the scaled scores), or a bool mask
+# whose True keeps ("keep", SDPA's meaning) or masks ("drop", MHA's) a key with the fill value
+BOOL_MASKS = frozenset({"keep", "drop"})
+MASK_COMPARISONS = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7, "keep": 8, "drop": 9}
 WEIGHTS = "stitch_attention_weights"  # node.meta key: the written-out weights of an MHA call
 
 
@@ -90,10 +93,12 @@ def record_fused(
     causal: bool,
     weights: Any = None,
     mask: Any = None,
+    mode: str = "add",
 ) -> Any:
     """The proxy of one fused call, or None when the kernel cannot compute it (the caller writes it out).
     `weights`: the written-out weights of the same product, kept if the trace ends up reading them;
-    `mask`: a float32 tensor added to the scaled scores (SDPA's float attn_mask)."""
+    `mask`: a float32 tensor added to the scaled scores (mode "add", SDPA's float attn_mask), or a bool
+    one whose True keeps (mode "keep", SDPA's meaning) or masks ("drop", MHA's) a key."""
     if not all(isinstance(t, fx.Proxy) for t in (q, k, v)):
         return None
     dims = attention_dims(meta_of(tracer, q), meta_of(tracer, k), meta_of(tracer, v), causal)
@@ -104,10 +109,11 @@ def record_fused(
         args: tuple[Any, ...] = (q, k, v, float(scale), causal)
     else:
         meta = meta_of(tracer, mask)
-        if causal or meta is None or not _mask_fits(meta, ("add", 0.0, 0.0), dims):
+        fill = 0.0 if mode == "add" else float("-inf")
+        if causal or meta is None or not _mask_fits(meta, (mode, 0.0, fill), dims):
             return None
         target = _stitch_attention_masked_math
-        args = (q, k, v, float(scale), mask, "add", 0.0, 0.0)
+        args = (q, k, v, float(scale), mask, mode, 0.0, fill)
     proxy = tracer.create_proxy("call_function", target, args, {}, name="attention")
     if weights is not None:
         proxy.node.meta[WEIGHTS] = weights.node
@@ -180,7 +186,8 @@ def _read_head_merged(node: fx.Node) -> bool:
 def _mask_fits(tensor: Any, rest: tuple[Any, ...], p: AttentionDims) -> bool:
     compare, rhs, fill = rest
     scores = (p.batch, p.heads, p.tq, p.tk) if p.rank == 4 else (p.batch, p.tq, p.tk)
-    if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tensor.dim() > p.rank:
+    dtype = torch.bool if compare in BOOL_MASKS else torch.float32
+    if not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype or tensor.dim() > p.rank:
         return False
     if compare not in MASK_COMPARISONS or not all(isinstance(x, float) for x in (rhs, fill)):
         return False

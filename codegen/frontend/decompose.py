@@ -53,13 +53,15 @@ def _attend(
     A float mask is added; a bool mask keeps the keys where it is True (SDPA's meaning), or masks
     them where `true_masks` (nn.MultiheadAttention's meaning: True is "not allowed to attend").
 
-    Without a mask tensor, or with a float32 one (added in the kernel), the product is one fused call
-    when our kernel can compute it (attention_ops.py). With `need_weights` (MHA's) the weights are
-    written out as well; the capture keeps the fused call only if nothing reads them
-    (attention_ops.unfuse_read_weights). Bool masks keep the written-out form."""
-    fusable = mask is None or dtype_of(tracer, mask) == torch.float32
+    Without a mask tensor, or with a float32 one (added in the kernel) or a bool one (read as bytes),
+    the product is one fused call when our kernel can compute it (attention_ops.py). With
+    `need_weights` (MHA's) the weights are written out as well; the capture keeps the fused call only
+    if nothing reads them (attention_ops.unfuse_read_weights)."""
+    dtype = None if mask is None else dtype_of(tracer, mask)
+    fusable = mask is None or dtype in (torch.float32, torch.bool)
+    mode = "add" if dtype != torch.bool else "drop" if true_masks else "keep"
     if fusable and not need_weights:
-        fused = record_fused(tracer, q, k, v, scale, is_causal, mask=mask)
+        fused = record_fused(tracer, q, k, v, scale, is_causal, mask=mask, mode=mode)
         if fused is not None:
             return fused, None
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
@@ -72,7 +74,11 @@ def _attend(
         else:
             scores = scores + mask
     probs = torch.softmax(scores, dim=-1)
-    fused = record_fused(tracer, q, k, v, scale, is_causal, probs, mask) if fusable and need_weights else None
+    fused = (
+        record_fused(tracer, q, k, v, scale, is_causal, probs, mask, mode)
+        if fusable and need_weights
+        else None
+    )
     return (torch.matmul(probs, v) if fused is None else fused), probs
 
 

@@ -4,7 +4,8 @@ mask (with Tq < Tk, and Tq > Tk where whole rows are masked and give NaN), head-
 (B, T, H * D) projection read through their strides, the output written through strides into a
 (B, T, H * Dv) tensor, the scalar paths (head dims off a multiple of 4, misaligned rows), a tensor mask
 compared with a number (MinGPT's lower-triangular buffer sliced and broadcast, whose fully masked key
-tiles are skipped; finite fills; rows with every key masked; a float mask added, SDPA's attn_mask), and the error codes for head dims past 128
+tiles are skipped; finite fills; rows with every key masked; a float mask added and a bool one read as
+bytes, SDPA's and MHA's attn_mask), and the error codes for head dims past 128
 and a bad comparison. With nvcc installed, every instantiation builds for sm_90 without
 spilling."""
 
@@ -218,6 +219,23 @@ def test_an_added_mask_is_sdpas_float_attn_mask(ext, shape: tuple[int, ...]) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["keep", "drop"])
+def test_a_bool_mask_keeps_or_drops_its_true_keys(ext, mode: str) -> None:
+    """A bool (byte) mask, (Tq, Tk) broadcast over batch and heads: SDPA's True keeps a key, MHA's True
+    masks it; a causal-shaped one skips the key tiles past the diagonal."""
+    B, H, T, D = 2, 2, 100, 24
+    torch.manual_seed(len(mode))
+    q, k, v = torch.randn(B, H, T, D), torch.randn(B, H, T, D), torch.randn(B, H, T, D)
+    lower = torch.ones(T, T, dtype=torch.bool).tril()
+    lower[40:60, :10] = False  # a few holes below the diagonal
+    mask = lower if mode == "keep" else lower.logical_not()
+    o = torch.zeros(B, H, T, D)
+    assert run_attention_masked(ext, q, k, v, o, 0.3, mask, mode, 0.0, float("-inf")) == 0
+    scores = (0.3 * q.double() @ k.double().transpose(-2, -1)).masked_fill(lower.logical_not(), float("-inf"))
+    check(o, torch.softmax(scores, -1) @ v.double())
+
+
+@pytest.mark.slow
 def test_a_mask_over_whole_tiles_with_every_row_masked_gives_nan_there(ext) -> None:
     """A mask that removes every key of some query rows and whole key tiles of the rest: the empty rows
     give NaN as PyTorch does, and the first key tile, masked for everyone, is never read: NaN values
@@ -246,7 +264,7 @@ def test_a_bad_comparison_code_is_refused(ext) -> None:
     strides = [s for t in (q, q, q, o) for s in t.stride()[:3]]
     ptrs = [t.data_ptr() for t in (q, q, q, o)]
     code = ext.attention_masked(
-        *ptrs, 1, 1, 4, 4, 16, 16, *strides, 0.1, 0, mask.data_ptr(), *mask.stride(), 9, 0.0, 0.0, 0
+        *ptrs, 1, 1, 4, 4, 16, 16, *strides, 0.1, 0, mask.data_ptr(), *mask.stride(), 10, 0.0, 0.0, 0
     )
     assert code == 1  # cudaErrorInvalidValue
     assert torch.all(o == 3.0)

@@ -14,7 +14,7 @@ from typing import Any
 TEMPLATES = Path(__file__).resolve().parents[2] / "codegen" / "emit" / "templates"
 NOT_SUPPORTED = 801  # cudaErrorNotSupported: head dims past 128, or no keys
 # The template's STITCH_ATTN_EQ..GE: where `mask OP rhs` holds, the score takes the fill value.
-COMPARE_CODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7}
+COMPARE_CODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7, "keep": 8, "drop": 9}
 
 
 def _declaration() -> str:
@@ -43,7 +43,7 @@ static int64_t py_attention_masked(std::uintptr_t q, std::uintptr_t k, std::uint
   return stitch_attention_masked(
       reinterpret_cast<const float*>(q), reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v),
       reinterpret_cast<float*>(o), B, H, Tq, Tk, D, Dv, q_sb, q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, o_sb,
-      o_sh, o_st, (float)scale, (int)causal, reinterpret_cast<const float*>(mask), m_sb, m_sh, m_si, m_sj,
+      o_sh, o_st, (float)scale, (int)causal, reinterpret_cast<const void*>(mask), m_sb, m_sh, m_si, m_sj,
       (int)compare, (float)rhs, (float)fill, reinterpret_cast<cudaStream_t>(stream));
 }
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("attention_masked", &py_attention_masked); }

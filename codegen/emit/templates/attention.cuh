@@ -4,8 +4,8 @@
 //   j > i + Tk - Tq: torch.tril's / is_causal's for Tq == Tk), and/or a tensor mask M [B, H, Tq, Tk]
 //   (any strides; 0 for a broadcast dim) compared with a number: where `M OP rhs` holds, the scaled score
 //   becomes `fill` (MinGPT's `att.masked_fill(bias[:, :, :T, :T] == 0, -inf)`), or added to the scaled
-//   score (SDPA's float `attn_mask`); a row whose keys are all masked with -inf gives NaN, as PyTorch's
-//   softmax of an all -inf row does. Every operand is read (O written) through its own
+//   score (SDPA's float `attn_mask`), or a bool mask (one byte an element) that keeps or masks; a row
+//   whose keys are all masked with -inf gives NaN, as PyTorch's softmax of an all -inf row does. Every operand is read (O written) through its own
 //   (b, h, t) element strides, the last dim contiguous: MinGPT's head-split views of a (B, T, H * D)
 //   projection, and the head merge of y.transpose(1, 2).contiguous(), need no copy.
 // Tiling: a block of 128 threads owns 64 query rows (their Q tile stays in shared memory) and walks key
@@ -39,6 +39,8 @@
 #define STITCH_ATTN_GT 5
 #define STITCH_ATTN_GE 6
 #define STITCH_ATTN_ADD 7  // not a comparison: the mask is added to the scaled score (SDPA's float attn_mask)
+#define STITCH_ATTN_KEEP 8  // a bool (byte) mask, True keeps the key (SDPA's bool attn_mask)
+#define STITCH_ATTN_DROP 9  // a bool (byte) mask, True masks the key (nn.MultiheadAttention's bool attn_mask)
 
 struct StitchAttnArgs {
   const float* q;
@@ -51,9 +53,9 @@ struct StitchAttnArgs {
   int64_t q_tiles;
   float scale;
   int causal;
-  const float* mask;  // null: no tensor mask
+  const void* mask;  // null: no tensor mask; floats, or bytes for KEEP / DROP
   int64_t ms_b, ms_h, ms_i, ms_j;
-  int mcmp;  // STITCH_ATTN_EQ..GE: where `mask OP mrhs` holds, the score becomes mfill; ADD: score + mask
+  int mcmp;  // EQ..GE: where `mask OP mrhs` holds, the score becomes mfill; ADD: score + mask; KEEP / DROP: bytes
   float mrhs, mfill;
   int mskip;  // mfill is -inf: tiles masked for every row are skipped
   int vec_q, vec_k, vec_v, vec_o;  // 16-byte accesses to the operand's rows
@@ -151,14 +153,17 @@ __global__ void __launch_bounds__(STITCH_ATTN_THREADS, HD == 128 ? 3 : 4) stitch
   if (a.causal && q0 + qrows + diag < kend) kend = q0 + qrows + diag;  // the block's last row's last key + 1
   const float* kb = a.k + b * a.ks_b + h * a.ks_h;
   const float* vb = a.v + b * a.vs_b + h * a.vs_h;
-  const float* mb = a.mask == nullptr ? nullptr : a.mask + b * a.ms_b + h * a.ms_h + q0 * a.ms_i;
+  const int64_t moff = b * a.ms_b + h * a.ms_h + q0 * a.ms_i;
+  const bool bytes = a.mcmp >= STITCH_ATTN_KEEP;
+  const float* mb = a.mask == nullptr || bytes ? nullptr : static_cast<const float*>(a.mask) + moff;
+  const unsigned char* mbb = a.mask == nullptr || !bytes ? nullptr : static_cast<const unsigned char*>(a.mask) + moff;
   const int row0 = 4 * ty;
 
   for (int64_t k0 = 0; k0 < kend; k0 += BN) {
     const int krows = (int)(a.Tk - k0 < BN ? a.Tk - k0 : BN);
     // The tensor mask of this thread's 16 scores: bit 4i + kk set where (row0 + i, key tx + 8kk) is filled.
     unsigned filled = 0u;
-    if (mb != nullptr && a.mcmp != STITCH_ATTN_ADD) {
+    if ((mb != nullptr && a.mcmp != STITCH_ATTN_ADD) || mbb != nullptr) {
       bool live = false;  // a real score of this thread that the mask keeps
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -166,7 +171,9 @@ __global__ void __launch_bounds__(STITCH_ATTN_THREADS, HD == 128 ? 3 : 4) stitch
         for (int kk = 0; kk < 4; ++kk) {
           const int64_t j = k0 + tx + 8 * kk;
           if (row0 + i < qrows && j < a.Tk) {
-            const bool fill = stitch_attn_compare(__ldg(mb + (row0 + i) * a.ms_i + j * a.ms_j), a.mcmp, a.mrhs);
+            const int64_t at = (row0 + i) * a.ms_i + j * a.ms_j;
+            const bool fill = mbb != nullptr ? (__ldg(mbb + at) != 0) == (a.mcmp == STITCH_ATTN_DROP)
+                                             : stitch_attn_compare(__ldg(mb + at), a.mcmp, a.mrhs);
             filled |= (unsigned)fill << (4 * i + kk);
             live = live || !fill;
           }
@@ -312,17 +319,17 @@ static int stitch_attention_launch(const StitchAttnArgs& a, unsigned grid, cudaS
 }
 
 // Strides in elements, (b, h, t) per operand, (b, h, i, j) for the mask; each operand's last dim is
-// contiguous (the mask's need not be). `compare` 0: no tensor mask, else STITCH_ATTN_EQ..ADD. Returns 0, a
+// contiguous (the mask's need not be). `compare` 0: no tensor mask, else STITCH_ATTN_EQ..DROP. Returns 0, a
 // CUDA error, or cudaErrorNotSupported (nothing launched) for a head dim above 128 or no keys (Tk == 0).
 extern "C" int stitch_attention_masked(const float* q, const float* k, const float* v, float* o, int64_t B,
                                        int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, int64_t q_sb,
                                        int64_t q_sh, int64_t q_st, int64_t k_sb, int64_t k_sh, int64_t k_st,
                                        int64_t v_sb, int64_t v_sh, int64_t v_st, int64_t o_sb, int64_t o_sh,
-                                       int64_t o_st, float scale, int causal, const float* mask, int64_t m_sb,
+                                       int64_t o_st, float scale, int causal, const void* mask, int64_t m_sb,
                                        int64_t m_sh, int64_t m_si, int64_t m_sj, int compare, float rhs, float fill,
                                        cudaStream_t stream) {
   if (D < 0 || Dv < 0 || B < 0 || H < 0 || Tq < 0 || Tk < 0) return (int)cudaErrorInvalidValue;
-  if (compare < 0 || compare > STITCH_ATTN_ADD || (compare != 0 && mask == nullptr)) return (int)cudaErrorInvalidValue;
+  if (compare < 0 || compare > STITCH_ATTN_DROP || (compare != 0 && mask == nullptr)) return (int)cudaErrorInvalidValue;
   if (D > 128 || Dv > 128 || Tk == 0) return (int)cudaErrorNotSupported;
   if (B == 0 || H == 0 || Tq == 0 || Dv == 0) return (int)cudaGetLastError();  // nothing to write
   StitchAttnArgs a;
