@@ -86,7 +86,7 @@ class _Chain:
     k: fx.Node
     v: fx.Node
     scale: float
-    mask: tuple[fx.Node, str, float, float] | None  # (tensor, comparison, number, fill)
+    mask: tuple[fx.Node, str, float, float] | None  # (tensor, comparison or "add", number, fill)
     steps: list[fx.Node]
     absorbed: list[fx.Node]  # the transpose and the comparison, erased when nothing else reads them
 
