@@ -3,7 +3,7 @@
 The launcher (templates/rnn.cuh) runs the whole sequence of one layer and direction: one GEMM for
 every step's input projection, then a host loop in our C++ with one kernel per step (the recurrent
 product and the cell fused; the launch knob `fused` at 0 runs a cuBLASLt GEMM and a cell kernel
-instead, for the tuner to compare). The Python side only allocates (outputs, states, workspace) and walks the
+instead: the default past one batch tile, and the tuner compares both). The Python side only allocates (outputs, states, workspace) and walks the
 layers and directions, reading the module's weights by PyTorch's parameter names; the module's
 (output, h_n) or (output, (h_n, c_n)) comes back in the structure PyTorch returns.
 """
@@ -18,6 +18,10 @@ from codegen.schedule.fusion import Group
 from codegen.schedule.rnn import rnn_launches, rnn_template
 
 RNN_MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
+# The fused step's default up to one batch tile of its kernel (16 entries); a larger batch re-reads
+# W_hh per tile, and at batch 32 (suite level3/19, H100) the fused step took 16.4 ms against 10.0 ms
+# unfused. The tuner tries the other value per shape either way (runtime.STITCH_LAUNCH_CHOICES).
+FUSED_BATCH = 16
 RNN_PARAMS: list[tuple[str, str]] = [
     ("const float*", "x"),
     ("int64_t", "x_ld"),
@@ -58,7 +62,7 @@ def write_rnn(writer: GroupWriter, group: Group, helper: Helper) -> tuple[str, i
     states = (p.layers * p.directions, p.batch, p.hidden)
     seq_shape = (p.batch, p.seq) if p.batch_first else (p.seq, p.batch)
     gates = GATES[p.mode.split("_")[0]] * p.hidden
-    fused = helper.knob("fused", 1)
+    fused = helper.knob("fused", 1 if p.batch <= FUSED_BATCH else 0)
     lines = [
         f"x = {x}.contiguous()",
         "stream = _stitch_stream(x)",

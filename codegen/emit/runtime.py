@@ -347,7 +347,7 @@ STITCH_LAUNCH_CHOICES: dict[str, tuple[int, ...]] = {
     "per_sm": (4, 8, 16, 32, 64),  # a grid-stride launch's cap in blocks per SM (0: uncapped)
     "onepass": (1,),  # group norm: the one-pass kernel where the slabs fit (0: statistics + apply)
     "outs": (1, 2, 4),  # pooling with a fixed window: outputs a thread along the width
-    "fused": (1,),  # recurrent layers: one kernel a step (0: a cuBLASLt GEMM and a cell kernel)
+    "fused": (0, 1),  # recurrent layers: one kernel a step (1) or a cuBLASLt GEMM and a cell kernel (0)
 }
 
 
