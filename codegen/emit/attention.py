@@ -19,7 +19,7 @@ from __future__ import annotations
 from codegen.emit.helper import Helper
 from codegen.emit.kernels import GroupWriter
 from codegen.emit.torch_calls import float_literal
-from codegen.frontend.attention_ops import MASK_COMPARISONS, AttentionDims
+from codegen.frontend.attention_ops import MASK_MODES, AttentionDims
 from codegen.schedule.attention import attention_template
 from codegen.schedule.fusion import Group
 
@@ -56,23 +56,20 @@ def write_attention(writer: GroupWriter, group: Group, helper: Helper) -> tuple[
     if p.rank == 4:
         sizes = ["B, H, Tq, D = q.shape", "Tk, Dv = k.shape[2], v.shape[3]"]
         strides = "st = [s for t in (q, k, v, o) for s in t.stride()[:3]]"
-        out, scores = "(B, H, Tq, Dv)", "B, H, Tq, Tk"
-        if args.get("merge_heads"):  # (B, T, H, Dv) memory: the reader's transpose(1, 2) is contiguous
-            out = "(B, Tq, H, Dv)"
+        out, scores, merged = "(B, H, Tq, Dv)", "B, H, Tq, Tk", ""
+        if args["merge_heads"]:  # (B, T, H, Dv) memory: the reader's transpose(1, 2) is contiguous
+            out, merged = "(B, Tq, H, Dv)", ".transpose(1, 2)"
     else:
         sizes = ["B, Tq, D = q.shape", "H, Tk, Dv = 1, k.shape[1], v.shape[2]"]
         strides = "st = [s for t in (q, k, v, o) for s in (t.stride(0), 0, t.stride(1))]"
-        out, scores = "(B, Tq, Dv)", "B, Tq, Tk"
-    merged = ".transpose(1, 2)" if p.rank == 4 and args.get("merge_heads") else ""
+        out, scores, merged = "(B, Tq, Dv)", "B, Tq, Tk", ""
     if args["mask"] is None:
         mask_lines, mask_args = [], "0, 0, 0, 0, 0, 0, 0.0, 0.0"
     else:
         tensor, compare, rhs, fill = args["mask"]
         ms = "m.stride()" if p.rank == 4 else "(m.stride(0), 0, m.stride(1), m.stride(2))"
         mask_lines = [f"m = {helper.ref(tensor)}.expand({scores})  # a view: broadcast dims read at stride 0"]
-        mask_args = (
-            f"m.data_ptr(), *{ms}, {MASK_COMPARISONS[compare]}, {float_literal(rhs)}, {float_literal(fill)}"
-        )
+        mask_args = f"m.data_ptr(), *{ms}, {MASK_MODES[compare]}, {float_literal(rhs)}, {float_literal(fill)}"
     helper.lines += [
         f"q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in ({q}, {k}, {v}))",
         *sizes,

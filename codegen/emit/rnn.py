@@ -3,9 +3,10 @@
 The launcher (templates/rnn.cuh) runs the whole sequence of one layer and direction: one GEMM for
 every step's input projection, then a host loop in our C++ with one kernel per step (the recurrent
 product and the cell fused; the launch knob `fused` at 0 runs a cuBLASLt GEMM and a cell kernel
-instead: the default past one batch tile, and the tuner compares both). The Python side only allocates (outputs, states, workspace) and walks the
-layers and directions, reading the module's weights by PyTorch's parameter names; the module's
-(output, h_n) or (output, (h_n, c_n)) comes back in the structure PyTorch returns.
+instead: the default past one batch tile, and the tuner compares both). The Python side only
+allocates (outputs, states, workspace) and walks the layers and directions, reading the module's
+weights by PyTorch's parameter names; the module's (output, h_n) or (output, (h_n, c_n)) comes back
+in the structure PyTorch returns.
 """
 
 from __future__ import annotations

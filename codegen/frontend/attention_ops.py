@@ -37,7 +37,7 @@ MAX_HEAD_DIM = 128  # the template's largest instantiation (it refuses larger on
 # true scores take the fill value, "add" (a float32 mask added to the scaled scores), or a bool mask
 # whose True keeps ("keep", SDPA's meaning) or masks ("drop", MHA's) a key with the fill value
 BOOL_MASKS = frozenset({"keep", "drop"})
-MASK_COMPARISONS = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7, "keep": 8, "drop": 9}
+MASK_MODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7, "keep": 8, "drop": 9}
 WEIGHTS = "stitch_attention_weights"  # node.meta key: the written-out weights of an MHA call
 
 
@@ -110,7 +110,7 @@ def record_fused(
     else:
         meta = meta_of(tracer, mask)
         fill = 0.0 if mode == "add" else float("-inf")
-        if causal or meta is None or not _mask_fits(meta, (mode, 0.0, fill), dims):
+        if causal or meta is None or not _mask_fits(meta, mode, 0.0, fill, dims):
             return None
         target = _stitch_attention_masked_math
         args = (q, k, v, float(scale), mask, mode, 0.0, fill)
@@ -146,7 +146,7 @@ def classify_attention(classifier: Classifier, spec: OpSpec) -> None:
         return
     q, k, v, scale = node.args[:4]
     causal = False if masked else node.args[4]
-    mask = (node.args[4], *node.args[5:]) if masked else None
+    mask = tuple(node.args[4:]) if masked else None  # (tensor, mode, number, fill)
     if not isinstance(scale, float) or not isinstance(causal, bool):
         classifier.reject(spec, "attention: scale and causal must be constants")
         return
@@ -154,8 +154,10 @@ def classify_attention(classifier: Classifier, spec: OpSpec) -> None:
     if dims is None:
         classifier.reject(spec, f"attention: needs float32 3-D/4-D q, k, v, head dims <= {MAX_HEAD_DIM}")
         return
-    if mask is not None and not _mask_fits(classifier.value(mask[0]), mask[1:], dims):
-        classifier.reject(spec, "attention: the mask must be a float32 tensor that broadcasts to the scores")
+    if mask is not None and not _mask_fits(classifier.value(mask[0]), mask[1], mask[2], mask[3], dims):
+        classifier.reject(
+            spec, "attention: the mask must be a float32 or bool tensor that broadcasts to the scores"
+        )
         return
     spec.family = ATTENTION
     spec.args = {"q": q, "k": k, "v": v, "scale": scale, "causal": causal, "dims": dims, "mask": mask}
@@ -183,13 +185,13 @@ def _read_head_merged(node: fx.Node) -> bool:
     return reader.target == "permute" and dims == [0, 2, 1, 3]
 
 
-def _mask_fits(tensor: Any, rest: tuple[Any, ...], p: AttentionDims) -> bool:
-    compare, rhs, fill = rest
+def _mask_fits(tensor: Any, compare: Any, rhs: Any, fill: Any, p: AttentionDims) -> bool:
+    """The kernel reads `tensor` as the mask of mode `compare` (bool for keep / drop, else float32)."""
     scores = (p.batch, p.heads, p.tq, p.tk) if p.rank == 4 else (p.batch, p.tq, p.tk)
     dtype = torch.bool if compare in BOOL_MASKS else torch.float32
     if not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype or tensor.dim() > p.rank:
         return False
-    if compare not in MASK_COMPARISONS or not all(isinstance(x, float) for x in (rhs, fill)):
+    if compare not in MASK_MODES or not all(isinstance(x, float) for x in (rhs, fill)):
         return False
     return broadcasts_to(tuple(tensor.shape), scores)
 

@@ -2,10 +2,10 @@
 
 Why: `nn.MultiheadAttention` and `F.scaled_dot_product_attention` would otherwise be one opaque
 node each (a module call, a library function), left to PyTorch. Written out as projections
-(cuBLASLt GEMMs) and `softmax(q @ k^T * scale) @ v` as one call our fused attention kernel runs
-(attention_ops.py), every piece is an operator the fusion planner generates; with a mask tensor (or
-what the kernel cannot take) the product stays `q @ k^T * scale` (a GEMM whose alpha takes the
-scale), masking, a row softmax (our fused kernel) and `p @ v`.
+(cuBLASLt GEMMs) and `softmax(q @ k^T * scale [+ mask]) @ v` as one call our fused attention kernel
+runs (attention_ops.py), every piece is an operator the fusion planner generates; what the kernel
+cannot take stays `q @ k^T * scale` (a GEMM whose alpha takes the scale), masking, a row softmax (our
+fused kernel) and `p @ v`.
 `addmm` / `baddbmm` with scale factors or a full matrix to add are a GEMM and elementwise ops.
 Norms and losses (decompose_losses.py), variance, binary cross entropy and lerp (decompose_stats.py),
 einsum and unfold (decompose_layout.py), GLU, cosine similarity, pixel (un)shuffle and nearest
@@ -57,10 +57,9 @@ def _attend(
     the product is one fused call when our kernel can compute it (attention_ops.py). With
     `need_weights` (MHA's) the weights are written out as well; the capture keeps the fused call only
     if nothing reads them (attention_ops.unfuse_read_weights)."""
-    dtype = None if mask is None else dtype_of(tracer, mask)
-    fusable = mask is None or dtype in (torch.float32, torch.bool)
-    mode = "add" if dtype != torch.bool else "drop" if true_masks else "keep"
-    if fusable and not need_weights:
+    is_bool = mask is not None and dtype_of(tracer, mask) == torch.bool
+    mode = ("drop" if true_masks else "keep") if is_bool else "add"  # record_fused checks the dtype
+    if not need_weights:
         fused = record_fused(tracer, q, k, v, scale, is_causal, mask=mask, mode=mode)
         if fused is not None:
             return fused, None
@@ -74,11 +73,7 @@ def _attend(
         else:
             scores = scores + mask
     probs = torch.softmax(scores, dim=-1)
-    fused = (
-        record_fused(tracer, q, k, v, scale, is_causal, probs, mask, mode)
-        if fusable and need_weights
-        else None
-    )
+    fused = record_fused(tracer, q, k, v, scale, is_causal, probs, mask, mode) if need_weights else None
     return (torch.matmul(probs, v) if fused is None else fused), probs
 
 

@@ -39,6 +39,7 @@ def attention_describe(group: Group) -> tuple[str, str]:
     if _masked(group):
         detail += (
             "; the mask tensor is read per tile through its strides (0 where it broadcasts) and compared "
-            "with its number in registers, key tiles it removes for every row skipped when the fill is -inf"
+            "with its number, added, or read as bools in registers; key tiles a -inf fill removes for every "
+            "row are skipped"
         )
     return title, detail

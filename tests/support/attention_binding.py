@@ -2,7 +2,8 @@
 
 One binding serves the CPU emulation's build (tools.emulation) and the real nvcc build on a GPU
 (tests/gpu/test_attention_gpu.py): pybind11 only, pointers, strides and the stream passed as integers,
-the kernel's return code handed back. Standard library only, so the GPU machine imports it too.
+the kernel's return code handed back. The mask modes' codes come from the planner's own table
+(codegen.frontend.attention_ops.MASK_MODES: torch and the standard library, which the GPU machine has).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from codegen.frontend.attention_ops import MASK_MODES
+
 TEMPLATES = Path(__file__).resolve().parents[2] / "codegen" / "emit" / "templates"
 NOT_SUPPORTED = 801  # cudaErrorNotSupported: head dims past 128, or no keys
-# The template's STITCH_ATTN_EQ..GE: where `mask OP rhs` holds, the score takes the fill value.
-COMPARE_CODES = {"eq": 1, "ne": 2, "lt": 3, "le": 4, "gt": 5, "ge": 6, "add": 7, "keep": 8, "drop": 9}
 
 
 def _declaration() -> str:
@@ -96,7 +97,7 @@ def run_attention_masked(
     strides = [s for t in (q, k, v, o) for s in t.stride()[:3]]
     full = mask.expand(B, H, Tq, Tk)
     ptrs = [t.data_ptr() for t in (q, k, v, o)]
-    code = COMPARE_CODES[compare]
+    code = MASK_MODES[compare]
     return int(
         ext.attention_masked(
             *ptrs,
